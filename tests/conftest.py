@@ -44,3 +44,23 @@ def ticket(standard_class: TicketClass) -> Ticket:
 
 def on_postgres() -> bool:
     return connection.vendor == "postgresql"
+
+
+@pytest.fixture
+def openai_server(monkeypatch: pytest.MonkeyPatch):
+    """Start a scripted OpenAI-compatible server on loopback and point the client at it.
+
+    Usage: `with openai_server([Reply(content=...), ...]) as fake: ...`
+    """
+    from contextlib import contextmanager
+
+    from tests.fake_openai import serve
+
+    @contextmanager
+    def start(replies, *, repeat_last: bool = True):
+        with serve(replies, repeat_last=repeat_last) as fake:
+            monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+            monkeypatch.setenv("OPENAI_API_KEY", "sk-test-loopback")
+            yield fake
+
+    return start
