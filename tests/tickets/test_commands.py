@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+from rest_framework.authtoken.models import Token
+
+from tickets.accounts import AGENT, has_role
+from tickets.models import Ticket
+
+pytestmark = pytest.mark.django_db
+
+
+def test_create_agent_prints_its_token_as_the_last_line() -> None:
+    out = StringIO()
+    call_command("create_agent", "bot-1", stdout=out)
+    last = out.getvalue().strip().splitlines()[-1]
+    token = Token.objects.get(key=last)
+    assert token.user.username == "bot-1"
+    assert has_role(token.user, AGENT)
+    assert not token.user.has_usable_password()  # agents cannot log in to the pages
+
+
+def test_create_agent_refuses_an_existing_name() -> None:
+    User.objects.create_user("bot-1")
+    with pytest.raises(CommandError, match="already exists"):
+        call_command("create_agent", "bot-1", stdout=StringIO())
+
+
+def test_load_demo_loads_t40118_and_generated_tickets_and_can_run_again() -> None:
+    out = StringIO()
+    call_command("load_demo", "--tickets", "4", stdout=out)
+    assert Ticket.objects.filter(ticket_id="T-40118").exists()
+    assert Ticket.objects.count() == 5
+    assert User.objects.filter(username="supervisor", groups__name="supervisor").exists()
+    assert "demo agent API token" in out.getvalue()
+    call_command("load_demo", "--tickets", "4", stdout=StringIO())
+    assert Ticket.objects.count() == 5
+    assert Ticket.objects.filter(compactions__status="applied").distinct().count() >= 1
