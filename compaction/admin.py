@@ -8,7 +8,17 @@ from tickets.admin import AppendOnlyAdmin
 
 @admin.register(CompactionEvent)
 class CompactionEventAdmin(AppendOnlyAdmin):
-    list_display = ["ticket", "number", "at_turn", "status", "tokens_before", "tokens_after", "coverage_missing_count", "cost_usd", "latency_ms"]
+    list_display = [
+        "ticket",
+        "number",
+        "at_turn",
+        "status",
+        "tokens_before",
+        "tokens_after",
+        "coverage_missing_count",
+        "cost_usd",
+        "latency_ms",
+    ]
     list_filter = ["status", "summarizer_backend"]
     list_select_related = ["ticket"]
 

@@ -13,11 +13,69 @@ from dataclasses import dataclass
 from typing import Any
 
 # Verbs that say nothing about what a tool did to the order.
-GENERIC_TOOL_WORDS = {"issue", "get", "create", "make", "do", "run", "call", "process", "submit", "send", "order", "orders", "item", "items", "pending", "delivered", "user", "tool"}
+GENERIC_TOOL_WORDS = {
+    "issue",
+    "get",
+    "create",
+    "make",
+    "do",
+    "run",
+    "call",
+    "process",
+    "submit",
+    "send",
+    "order",
+    "orders",
+    "item",
+    "items",
+    "pending",
+    "delivered",
+    "user",
+    "tool",
+}
 STOPWORDS = {
-    "a", "an", "the", "of", "to", "for", "and", "or", "in", "on", "at", "is", "are", "was", "be", "it",
-    "its", "that", "this", "with", "by", "from", "as", "still", "i", "my", "me", "we", "you", "your",
-    "they", "their", "has", "have", "had", "not", "no", "any", "some", "if", "so", "but",
+    "a",
+    "an",
+    "the",
+    "of",
+    "to",
+    "for",
+    "and",
+    "or",
+    "in",
+    "on",
+    "at",
+    "is",
+    "are",
+    "was",
+    "be",
+    "it",
+    "its",
+    "that",
+    "this",
+    "with",
+    "by",
+    "from",
+    "as",
+    "still",
+    "i",
+    "my",
+    "me",
+    "we",
+    "you",
+    "your",
+    "they",
+    "their",
+    "has",
+    "have",
+    "had",
+    "not",
+    "no",
+    "any",
+    "some",
+    "if",
+    "so",
+    "but",
 }
 WORD = re.compile(r"[a-z0-9]+")
 
@@ -117,5 +175,7 @@ def check_coverage(pinned_state: dict[str, Any], summary: dict[str, Any]) -> Cov
     for category in ("customer_constraints", "open_questions"):
         for entry in pinned_state.get(category, []):
             ref = _ref(category, entry, entry.get("text", ""))
-            (covered if text_covered(entry.get("text", ""), summary.get(category, [])) else missing).append(ref)
+            (covered if text_covered(entry.get("text", ""), summary.get(category, [])) else missing).append(
+                ref
+            )
     return CoverageReport(covered=covered, missing=missing)

@@ -27,7 +27,11 @@ def _active_compaction(ticket: Ticket, through_turn: int | None = None) -> Compa
     events = CompactionEvent.objects.filter(ticket=ticket, status=CompactionStatus.APPLIED)
     if through_turn is not None:
         events = events.filter(at_turn__lte=through_turn)
-    return events.order_by("-number").only("summary", "summary_tokens", "first_replaced_turn", "last_replaced_turn").first()
+    return (
+        events.order_by("-number")
+        .only("summary", "summary_tokens", "first_replaced_turn", "last_replaced_turn")
+        .first()
+    )
 
 
 def context_figures(ticket: Ticket, *, state_tokens: int | None = None) -> ContextFigures:
@@ -36,7 +40,8 @@ def context_figures(ticket: Ticket, *, state_tokens: int | None = None) -> Conte
     active = _active_compaction(ticket)
     first_active = (active.last_replaced_turn or 0) + 1 if active else 1
     turn_tokens = (
-        Turn.objects.filter(ticket=ticket, number__gte=first_active).aggregate(total=Sum("tokens"))["total"] or 0
+        Turn.objects.filter(ticket=ticket, number__gte=first_active).aggregate(total=Sum("tokens"))["total"]
+        or 0
     )
     if state_tokens is None:
         state_tokens = PinnedState.objects.filter(ticket=ticket).values_list("tokens", flat=True).first() or 0

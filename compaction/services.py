@@ -77,7 +77,9 @@ def run_policy(*, ticket: Ticket, turn: Turn) -> PolicyOutcome:
         return PolicyOutcome(status="not_due")
     window = _window(ticket, figures.first_active_turn)
     if not at_boundary(window):
-        return PolicyOutcome(status="deferred", event=_record_deferral(ticket=ticket, turn=turn, total=figures.total))
+        return PolicyOutcome(
+            status="deferred", event=_record_deferral(ticket=ticket, turn=turn, total=figures.total)
+        )
 
     from compaction.tasks import compact_ticket_task
 

@@ -63,7 +63,7 @@ if PRODUCTION:
     if DEBUG:
         raise ImproperlyConfigured("SUNDRY_ENV=production refuses to start with DEBUG on")
 elif not SECRET_KEY:
-    SECRET_KEY = "sundry-development-only-key-not-for-production"  # noqa: S105
+    SECRET_KEY = "sundry-development-only-key-not-for-production"
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

@@ -52,6 +52,7 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             reply = fake.next_reply()
             if reply.delay:
                 time.sleep(reply.delay)
+            payload: dict[str, Any]
             if reply.status != 200:
                 payload = {"error": {"message": "scripted failure", "type": "server_error"}}
             else:

@@ -23,7 +23,14 @@ class AppendOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(TicketClass)
 class TicketClassAdmin(admin.ModelAdmin):
-    list_display = ["slug", "token_budget", "compaction_threshold", "keep_recent_tokens", "summarizer_backend", "summarizer_model"]
+    list_display = [
+        "slug",
+        "token_budget",
+        "compaction_threshold",
+        "keep_recent_tokens",
+        "summarizer_backend",
+        "summarizer_model",
+    ]
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -31,11 +38,28 @@ class TicketClassAdmin(admin.ModelAdmin):
 
 @admin.register(Ticket)
 class TicketAdmin(admin.ModelAdmin):
-    list_display = ["ticket_id", "order_id", "ticket_class", "status", "turn_count", "context_tokens", "updated_at"]
+    list_display = [
+        "ticket_id",
+        "order_id",
+        "ticket_class",
+        "status",
+        "turn_count",
+        "context_tokens",
+        "updated_at",
+    ]
     list_filter = ["status", "ticket_class"]
     search_fields = ["ticket_id", "order_id"]
     list_select_related = ["ticket_class"]
-    readonly_fields = ["ticket_id", "order_id", "seller_type", "ticket_class", "system_prompt", "system_prompt_tokens", "context_tokens", "turn_count"]
+    readonly_fields = [
+        "ticket_id",
+        "order_id",
+        "seller_type",
+        "ticket_class",
+        "system_prompt",
+        "system_prompt_tokens",
+        "context_tokens",
+        "turn_count",
+    ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -59,7 +83,16 @@ class PinnedStateAdmin(AppendOnlyAdmin):
 
 @admin.register(StateChange)
 class StateChangeAdmin(AppendOnlyAdmin):
-    list_display = ["ticket", "op", "actor_kind", "actor", "from_version", "to_version", "at_turn", "created_at"]
+    list_display = [
+        "ticket",
+        "op",
+        "actor_kind",
+        "actor",
+        "from_version",
+        "to_version",
+        "at_turn",
+        "created_at",
+    ]
     list_filter = ["op", "actor_kind"]
     list_select_related = ["ticket", "actor"]
 

@@ -9,7 +9,16 @@ from typing import Any
 
 from django.conf import settings
 
-ITEMS = ["garden-table", "patio-parasol", "desk-lamp", "office-chair", "kettle", "rug", "bookshelf", "planter"]
+ITEMS = [
+    "garden-table",
+    "patio-parasol",
+    "desk-lamp",
+    "office-chair",
+    "kettle",
+    "rug",
+    "bookshelf",
+    "planter",
+]
 SELLERS = ["marketplace", "first-party"]
 CLASSES = [
     {"slug": "standard-8k", "token_budget": 8000, "compaction_threshold": 0.8},
@@ -55,8 +64,15 @@ def generated_ticket(index: int) -> dict[str, Any]:
     order = f"SU-{90000 + index}"
     item = rng.choice(ITEMS)
     turns: list[dict[str, Any]] = [
-        {"role": "customer", "content": f"Hello, my {item.replace('-', ' ')} from order {order} arrived damaged."},
-        {"role": "agent", "content": "I'm sorry to hear that. Could you tell me more about the damage?", "boundary": "reply_sent"},
+        {
+            "role": "customer",
+            "content": f"Hello, my {item.replace('-', ' ')} from order {order} arrived damaged.",
+        },
+        {
+            "role": "agent",
+            "content": "I'm sorry to hear that. Could you tell me more about the damage?",
+            "boundary": "reply_sent",
+        },
     ]
     constraint = rng.choice(CONSTRAINTS)
     turns.append(
@@ -70,7 +86,9 @@ def generated_ticket(index: int) -> dict[str, Any]:
     rounds = rng.randint(2, 9)
     for round_number in range(rounds):
         call_id = f"call_{round_number}"
-        turns.append({"role": "tool_call", "tool": "track_parcel", "tool_call_id": call_id, "args": {"order": order}})
+        turns.append(
+            {"role": "tool_call", "tool": "track_parcel", "tool_call_id": call_id, "args": {"order": order}}
+        )
         turns.append(
             {
                 "role": "tool_result",
@@ -87,7 +105,9 @@ def generated_ticket(index: int) -> dict[str, Any]:
         if round_number == 0 and rng.random() < 0.6:
             turn["events"] = [{"type": "question_opened", "text": rng.choice(QUESTIONS)}]
         turns.append(turn)
-        turns.append({"role": "customer", "content": rng.choice(["Any news?", "Thanks.", "Still waiting here."])})
+        turns.append(
+            {"role": "customer", "content": rng.choice(["Any news?", "Thanks.", "Still waiting here."])}
+        )
         if not refunded and rng.random() < 0.5:
             amount = rng.choice([1500, 2500, 4000, 6000])
             refund_call = f"rf_{round_number}"
@@ -118,7 +138,11 @@ def generated_ticket(index: int) -> dict[str, Any]:
                 }
             )
             turns.append(
-                {"role": "agent", "content": f"I've refunded ${amount / 100:.2f} for the {item}.", "boundary": "refund_issued"}
+                {
+                    "role": "agent",
+                    "content": f"I've refunded ${amount / 100:.2f} for the {item}.",
+                    "boundary": "refund_issued",
+                }
             )
             refunded = True
     return {

@@ -52,3 +52,10 @@ class IdempotencyKeyReused(DeskError):
 
     status = 422
     code = "idempotency_key_reused"
+
+
+class IdempotencyKeyInFlight(DeskError):
+    """A request with the same idempotency key is still being processed: retry once it has finished."""
+
+    status = 409
+    code = "idempotency_key_in_flight"

@@ -35,7 +35,9 @@ FORMAT = "sundry-ticket/1"
 class ImportEvent(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    type: Literal["action_taken", "constraint_stated", "question_opened", "question_resolved", "decision_made"]
+    type: Literal[
+        "action_taken", "constraint_stated", "question_opened", "question_resolved", "decision_made"
+    ]
     text: str | None = None
     tool: str | None = None
     item: str = ""
@@ -75,7 +77,7 @@ class ImportClass(BaseModel):
 class ImportTicket(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    format: Literal["sundry-ticket/1"] = FORMAT
+    format: Literal["sundry-ticket/1"] = "sundry-ticket/1"
     ticket_id: str = Field(min_length=1, max_length=64)
     order_id: str = Field(min_length=1, max_length=64)
     seller_type: str = Field(min_length=1, max_length=40)
@@ -139,7 +141,9 @@ def parse_documents(text: str, *, source: str) -> list[dict[str, Any]]:
     documents = data if isinstance(data, list) else [data]
     for index, doc in enumerate(documents):
         if not isinstance(doc, dict):
-            raise ImportFileError(f"{source}: ticket #{index + 1} is a {type(doc).__name__}, not a JSON object")
+            raise ImportFileError(
+                f"{source}: ticket #{index + 1} is a {type(doc).__name__}, not a JSON object"
+            )
     return documents
 
 
@@ -229,8 +233,13 @@ def import_ticket(doc: ImportTicket, *, by: Actor = SYSTEM, source: str = "") ->
         report.turns += 1
         for event_index, event in enumerate(turn_doc.events):
             _apply_event(
-                ticket, event, turn_number=index, event_index=event_index, by=by,
-                where=f"{where}.events.{event_index}", report=report,
+                ticket,
+                event,
+                turn_number=index,
+                event_index=event_index,
+                by=by,
+                where=f"{where}.events.{event_index}",
+                report=report,
             )
         outcome = run_policy(ticket=ticket, turn=appended.turn)
         if outcome.status != "not_due":
@@ -239,7 +248,13 @@ def import_ticket(doc: ImportTicket, *, by: Actor = SYSTEM, source: str = "") ->
 
 
 def _apply_event(
-    ticket: Any, event: ImportEvent, *, turn_number: int, event_index: int, by: Actor, where: str,
+    ticket: Any,
+    event: ImportEvent,
+    *,
+    turn_number: int,
+    event_index: int,
+    by: Actor,
+    where: str,
     report: TicketImported,
 ) -> None:
     at_turn = event.at_turn or turn_number
@@ -256,7 +271,8 @@ def _apply_event(
                     at_turn=at_turn,
                     reversible=event.reversible,
                     args=event.args,
-                    idempotency_key=event.idempotency_key or f"import-{ticket.ticket_id}-{turn_number}-{event_index}",
+                    idempotency_key=event.idempotency_key
+                    or f"import-{ticket.ticket_id}-{turn_number}-{event_index}",
                     repeat_of_earlier=event.repeat_of_earlier,
                     reason=event.reason,
                     by=by,
@@ -267,7 +283,9 @@ def _apply_event(
                     return
                 raise ImportFileError(f"{where}: refused: {refused.message}") from None
             if event.expect_refused:
-                raise ImportFileError(f"{where}: expected the desk to refuse this action, but it was recorded")
+                raise ImportFileError(
+                    f"{where}: expected the desk to refuse this action, but it was recorded"
+                )
             report.actions_recorded += 1
             return
         if not event.text:

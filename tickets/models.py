@@ -141,7 +141,9 @@ class Turn(models.Model):
             models.UniqueConstraint(fields=["ticket", "number"], name="turn_number_unique_per_ticket"),
             models.CheckConstraint(condition=Q(number__gte=1), name="turn_number_positive"),
             models.CheckConstraint(
-                condition=~Q(role="system"), name="turn_role_not_system", violation_error_message="system turns exist only in snapshots"
+                condition=~Q(role="system"),
+                name="turn_role_not_system",
+                violation_error_message="system turns exist only in snapshots",
             ),
         ]
 
@@ -155,7 +157,9 @@ class PinnedState(models.Model):
     ticket = models.OneToOneField(Ticket, on_delete=models.PROTECT, related_name="pinned_state")
     version = models.PositiveIntegerField(default=1)
     data = models.JSONField(default=dict)
-    tokens = models.PositiveIntegerField(default=0, help_text="Tokens of the agent-facing JSON, as a message.")
+    tokens = models.PositiveIntegerField(
+        default=0, help_text="Tokens of the agent-facing JSON, as a message."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -211,9 +215,12 @@ class StateChange(models.Model):
         null=True, blank=True, help_text="The item's turn, when the change is about one."
     )
     thread_turn = models.PositiveIntegerField(
-        default=0, help_text="The ticket's newest turn when the change was made: where it sits in the timeline."
+        default=0,
+        help_text="The ticket's newest turn when the change was made: where it sits in the timeline.",
     )
-    after_tokens = models.PositiveIntegerField(default=0, help_text="Tokens of `after` as a pinned-state message.")
+    after_tokens = models.PositiveIntegerField(
+        default=0, help_text="Tokens of `after` as a pinned-state message."
+    )
     reason = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

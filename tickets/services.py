@@ -201,7 +201,7 @@ def append_turn(
     )
 
 
-def _change_state(
+def _change_state[T](
     *,
     ticket: Ticket,
     op: StateOp,
@@ -382,7 +382,12 @@ def _text(text: str, field: str = "text") -> str:
 
 @transaction.atomic
 def state_constraint(
-    *, ticket: Ticket, text: str, at_turn: int | None = None, expected_version: int | None = None, by: Actor = SYSTEM
+    *,
+    ticket: Ticket,
+    text: str,
+    at_turn: int | None = None,
+    expected_version: int | None = None,
+    by: Actor = SYSTEM,
 ) -> PinnedState:
     """The customer stated a constraint ("no replacement wanted")."""
     text = _text(text)
@@ -394,7 +399,11 @@ def state_constraint(
         )
 
     _, pinned = _change_state(
-        ticket=ticket, op=StateOp.CONSTRAINT_STATED, by=by, mutate=mutate, at_turn=turn,
+        ticket=ticket,
+        op=StateOp.CONSTRAINT_STATED,
+        by=by,
+        mutate=mutate,
+        at_turn=turn,
         expected_version=expected_version,
     )
     return pinned
@@ -402,7 +411,12 @@ def state_constraint(
 
 @transaction.atomic
 def open_question(
-    *, ticket: Ticket, text: str, at_turn: int | None = None, expected_version: int | None = None, by: Actor = SYSTEM
+    *,
+    ticket: Ticket,
+    text: str,
+    at_turn: int | None = None,
+    expected_version: int | None = None,
+    by: Actor = SYSTEM,
 ) -> PinnedState:
     text = _text(text)
     turn = _check_turn(ticket, at_turn)
@@ -411,7 +425,11 @@ def open_question(
         items.add_question(text=text, at_turn=turn)
 
     _, pinned = _change_state(
-        ticket=ticket, op=StateOp.QUESTION_OPENED, by=by, mutate=mutate, at_turn=turn,
+        ticket=ticket,
+        op=StateOp.QUESTION_OPENED,
+        by=by,
+        mutate=mutate,
+        at_turn=turn,
         expected_version=expected_version,
     )
     return pinned
@@ -440,15 +458,25 @@ def resolve_question(
         raise InvalidInput(f"no open question {wanted!r}; open questions: {open_ones}", field="text")
 
     _, pinned = _change_state(
-        ticket=ticket, op=StateOp.QUESTION_RESOLVED, by=by, mutate=mutate, at_turn=turn,
-        expected_version=expected_version, reason=reason,
+        ticket=ticket,
+        op=StateOp.QUESTION_RESOLVED,
+        by=by,
+        mutate=mutate,
+        at_turn=turn,
+        expected_version=expected_version,
+        reason=reason,
     )
     return pinned
 
 
 @transaction.atomic
 def record_decision(
-    *, ticket: Ticket, text: str, at_turn: int | None = None, expected_version: int | None = None, by: Actor = SYSTEM
+    *,
+    ticket: Ticket,
+    text: str,
+    at_turn: int | None = None,
+    expected_version: int | None = None,
+    by: Actor = SYSTEM,
 ) -> PinnedState:
     text = _text(text)
     turn = _check_turn(ticket, at_turn)
@@ -457,7 +485,11 @@ def record_decision(
         items.decisions.append(TextItem(id=items.next_id("D", items.decisions), text=text, at_turn=turn))
 
     _, pinned = _change_state(
-        ticket=ticket, op=StateOp.DECISION_MADE, by=by, mutate=mutate, at_turn=turn,
+        ticket=ticket,
+        op=StateOp.DECISION_MADE,
+        by=by,
+        mutate=mutate,
+        at_turn=turn,
         expected_version=expected_version,
     )
     return pinned

@@ -82,7 +82,9 @@ class StateItems(BaseModel):
         return None
 
 
-def agent_state(*, ticket: str, order: str, seller_type: str, version: int, items: StateItems) -> dict[str, Any]:
+def agent_state(
+    *, ticket: str, order: str, seller_type: str, version: int, items: StateItems
+) -> dict[str, Any]:
     """The agent-facing pinned state: the seed's shape, plus decisions and the version."""
     dumped = items.model_dump(mode="json")
     return {
@@ -101,5 +103,6 @@ def agent_state(*, ticket: str, order: str, seller_type: str, version: int, item
 def items_to_data(items: StateItems) -> dict[str, Any]:
     """What is stored: the items without anything derived."""
     return items.model_dump(
-        mode="json", include={"actions_taken", "customer_constraints", "open_questions", "decisions", "questions_opened"}
+        mode="json",
+        include={"actions_taken", "customer_constraints", "open_questions", "decisions", "questions_opened"},
     )

@@ -25,11 +25,17 @@ VALID = {
 }
 
 
-def import_scenario(scenario: dict[str, Any], *, backend: str = "extractive", until: int | None = None) -> Ticket:
+def import_scenario(
+    scenario: dict[str, Any], *, backend: str = "extractive", until: int | None = None
+) -> Ticket:
     TicketClass.objects.get_or_create(
         slug="standard-8k",
-        defaults={"token_budget": 8000, "compaction_threshold": 0.8, "summarizer_backend": backend,
-                  "summarizer_model": "cheap-summarizer"},
+        defaults={
+            "token_budget": 8000,
+            "compaction_threshold": 0.8,
+            "summarizer_backend": backend,
+            "summarizer_model": "cheap-summarizer",
+        },
     )
     doc = dict(scenario)
     if until is not None:
@@ -51,7 +57,7 @@ def test_t40118_defers_at_turn_21_and_compacts_after_turn_22(scenario: dict[str,
     assert context.tokens.total < 6400
     assert context.pinned_state["refunded_cents_total"] == 4000
     assert context.pinned_state["actions_taken"][0]["at_turn"] == 6
-    assert [t.number for t in context.turns][0] == applied.last_replaced_turn + 1
+    assert next(t.number for t in context.turns) == applied.last_replaced_turn + 1
     assert applied.coverage["missing"] == []
     snapshot = ContextSnapshot.objects.get(event=applied)
     assert any(m.get("turn") == 6 for m in snapshot.messages)
@@ -60,11 +66,15 @@ def test_t40118_defers_at_turn_21_and_compacts_after_turn_22(scenario: dict[str,
 
 def test_turn_21_alone_is_deferred_not_compacted(scenario: dict[str, Any]) -> None:
     ticket = import_scenario(scenario, until=21)
-    assert list(CompactionEvent.objects.filter(ticket=ticket).values_list("status", flat=True)) == ["deferred"]
+    assert list(CompactionEvent.objects.filter(ticket=ticket).values_list("status", flat=True)) == [
+        "deferred"
+    ]
     assert context_figures(ticket).total > 6400
 
 
-def test_the_seed_lossy_summary_is_flagged_for_the_missing_refund(scenario: dict[str, Any], openai_server) -> None:
+def test_the_seed_lossy_summary_is_flagged_for_the_missing_refund(
+    scenario: dict[str, Any], openai_server
+) -> None:
     lossy = scenario["lossy_summary_turns_1_14"]
     with openai_server([Reply(content=json.dumps(lossy))]) as fake:
         ticket = import_scenario(scenario, backend="openai")
@@ -83,7 +93,11 @@ def test_the_seed_lossy_summary_is_flagged_for_the_missing_refund(scenario: dict
 
 def test_invalid_replies_are_retried_and_the_third_applies(scenario: dict[str, Any], openai_server) -> None:
     no_questions = {k: v for k, v in VALID.items() if k != "open_questions"}
-    replies = [Reply(content=json.dumps(no_questions)), Reply(content="{not json"), Reply(content=json.dumps(VALID))]
+    replies = [
+        Reply(content=json.dumps(no_questions)),
+        Reply(content="{not json"),
+        Reply(content=json.dumps(VALID)),
+    ]
     with openai_server(replies) as fake:
         ticket = import_scenario(scenario, backend="openai")
     event = CompactionEvent.objects.get(ticket=ticket, at_turn=22)
@@ -96,11 +110,15 @@ def test_invalid_replies_are_retried_and_the_third_applies(scenario: dict[str, A
     assert event.summary["open_questions"] == VALID["open_questions"]
     assert event.summarizer_input_tokens == 3 * 900 and event.summarizer_output_tokens == 3 * 120
     klass = ticket.ticket_class
-    expected = (Decimal(2700) * klass.summarizer_input_price + Decimal(360) * klass.summarizer_output_price) / Decimal(1_000_000)
+    expected = (
+        Decimal(2700) * klass.summarizer_input_price + Decimal(360) * klass.summarizer_output_price
+    ) / Decimal(1_000_000)
     assert event.cost_usd == expected.quantize(Decimal("0.000001"))
 
 
-def test_a_summarizer_that_never_validates_fails_and_replaces_nothing(scenario: dict[str, Any], openai_server) -> None:
+def test_a_summarizer_that_never_validates_fails_and_replaces_nothing(
+    scenario: dict[str, Any], openai_server
+) -> None:
     with openai_server([Reply(content='{"narrative": "fine"}')]) as fake:
         ticket = import_scenario(scenario, backend="openai", until=22)
     event = CompactionEvent.objects.get(ticket=ticket, at_turn=22)

@@ -9,7 +9,9 @@ STATE: dict[str, Any] = {
         {"id": "A1", "tool": "issue_refund", "item": "garden-table", "amount_cents": 4000, "at_turn": 6}
     ],
     "customer_constraints": [{"id": "C1", "text": "no replacement wanted", "at_turn": 3}],
-    "open_questions": [{"id": "Q1", "text": "photo of the second item (parasol) still outstanding", "at_turn": 20}],
+    "open_questions": [
+        {"id": "Q1", "text": "photo of the second item (parasol) still outstanding", "at_turn": 20}
+    ],
 }
 
 

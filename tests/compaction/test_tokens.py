@@ -3,7 +3,13 @@ from __future__ import annotations
 import pytest
 import tiktoken
 
-from compaction.tokens import MESSAGE_OVERHEAD_TOKENS, UnknownEncoding, count_message, count_text, get_encoding
+from compaction.tokens import (
+    MESSAGE_OVERHEAD_TOKENS,
+    UnknownEncoding,
+    count_message,
+    count_text,
+    get_encoding,
+)
 
 
 def test_offline_encoding_matches_cl100k() -> None:

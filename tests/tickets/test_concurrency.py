@@ -53,8 +53,14 @@ def test_concurrent_record_action_calls_lose_nothing(ticket: Ticket) -> None:
     def work(index: int) -> None:
         for n in range(3):
             k = index * 3 + n
-            record_action(ticket=ticket, tool="issue_refund", item=f"item-{k}", amount_cents=amounts[k],
-                          idempotency_key=f"key-{k}", at_turn=1)
+            record_action(
+                ticket=ticket,
+                tool="issue_refund",
+                item=f"item-{k}",
+                amount_cents=amounts[k],
+                idempotency_key=f"key-{k}",
+                at_turn=1,
+            )
 
     outcomes = run_together(THREADS, work)
     assert [o for o in outcomes if o is not None] == []
@@ -68,8 +74,14 @@ def test_concurrent_record_action_calls_lose_nothing(ticket: Ticket) -> None:
 
 def test_concurrent_retries_with_one_key_record_the_action_once(ticket: Ticket) -> None:
     def work(index: int) -> bool:
-        result = record_action(ticket=ticket, tool="issue_refund", item="garden-table", amount_cents=4000,
-                               idempotency_key="same-key", at_turn=1)
+        result = record_action(
+            ticket=ticket,
+            tool="issue_refund",
+            item="garden-table",
+            amount_cents=4000,
+            idempotency_key="same-key",
+            at_turn=1,
+        )
         return result.replayed
 
     replayed = run_together(THREADS, work)
@@ -81,8 +93,14 @@ def test_concurrent_new_refunds_of_one_item_let_exactly_one_through(ticket: Tick
     """Different keys, same item: the repeat guard holds under a race too."""
 
     def work(index: int) -> str:
-        record_action(ticket=ticket, tool="issue_refund", item="garden-table", amount_cents=4000,
-                      idempotency_key=f"k-{index}", at_turn=1)
+        record_action(
+            ticket=ticket,
+            tool="issue_refund",
+            item="garden-table",
+            amount_cents=4000,
+            idempotency_key=f"k-{index}",
+            at_turn=1,
+        )
         return "recorded"
 
     outcomes = run_together(THREADS, work)
@@ -101,7 +119,9 @@ def test_concurrent_compactions_of_one_turn_make_one_event(ticket: Ticket) -> No
     big = "tracking scan " * 2500
     append_turn(ticket=ticket, role="agent", content=big, boundary="reply_sent", run_policy=False)
     append_turn(ticket=ticket, role="customer", content=big, run_policy=False)
-    turn = append_turn(ticket=ticket, role="agent", content="ok", boundary="reply_sent", run_policy=False).turn
+    turn = append_turn(
+        ticket=ticket, role="agent", content="ok", boundary="reply_sent", run_policy=False
+    ).turn
 
     events = run_together(THREADS, lambda i: compact_ticket(ticket=ticket, at_turn=turn.number))
     assert all(isinstance(e, CompactionEvent) for e in events), events

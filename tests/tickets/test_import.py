@@ -35,7 +35,11 @@ def small_ticket(ticket_id: str = "T-1", **overrides: Any) -> dict[str, Any]:
         "seller_type": "marketplace",
         "ticket_class": {"slug": "tiny", "token_budget": 4000, "compaction_threshold": 0.8},
         "turns": [
-            {"role": "customer", "content": "hello", "events": [{"type": "constraint_stated", "text": "email only"}]},
+            {
+                "role": "customer",
+                "content": "hello",
+                "events": [{"type": "constraint_stated", "text": "email only"}],
+            },
             {"role": "agent", "content": "hi", "boundary": "reply_sent", "mood": "kept but ignored"},
         ],
     }
@@ -43,7 +47,9 @@ def small_ticket(ticket_id: str = "T-1", **overrides: Any) -> dict[str, Any]:
     return doc
 
 
-def test_importing_t40118_records_one_refund_and_refuses_the_second(capsys: pytest.CaptureFixture[str]) -> None:
+def test_importing_t40118_records_one_refund_and_refuses_the_second(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """The seed's double refund: the turn-26 refund is refused as a repeat of turn 6."""
     call_command("import_tickets", "demo/T-40118.json")
     out = capsys.readouterr().out
@@ -55,7 +61,9 @@ def test_importing_t40118_records_one_refund_and_refuses_the_second(capsys: pyte
     ]
     assert state["refunded_cents_total"] == 4000
     assert [c["text"] for c in state["customer_constraints"]] == ["no replacement wanted"]
-    assert [q["text"] for q in state["open_questions"]] == ["photo of the second item (parasol) still outstanding"]
+    assert [q["text"] for q in state["open_questions"]] == [
+        "photo of the second item (parasol) still outstanding"
+    ]
     changes = list(StateChange.objects.filter(ticket=ticket).order_by("to_version"))
     assert [c.op for c in changes] == ["opened", "constraint_stated", "action_taken", "question_opened"]
     assert all(c.actor_kind == "system" for c in changes)
@@ -69,7 +77,9 @@ def test_the_refusal_names_the_earlier_refund_and_its_turn(tmp_path: Path, scena
     with pytest.raises(CommandError) as error:
         call_command("import_tickets", str(path))
     message = str(error.value)
-    assert "turns.25.events.0" in message and "issue_refund of 4000 cents for garden-table at turn 6" in message
+    assert (
+        "turns.25.events.0" in message and "issue_refund of 4000 cents for garden-table at turn 6" in message
+    )
     assert not Ticket.objects.filter(ticket_id="T-40118").exists()
 
 
@@ -87,11 +97,25 @@ def test_a_list_and_json_lines_both_import(tmp_path: Path) -> None:
         ('{"ticket_id": "T-1", "turns": [', "not valid JSON"),
         (json.dumps(small_ticket(turns=[{"role": "robot", "content": "x"}])), "ticket T-1: turns.0.role"),
         (
-            json.dumps(small_ticket(turns=[{"role": "tool_result", "content": "ok", "events": [
-                {"type": "action_taken", "tool": "issue_refund", "amount_cents": -400}]}])),
+            json.dumps(
+                small_ticket(
+                    turns=[
+                        {
+                            "role": "tool_result",
+                            "content": "ok",
+                            "events": [
+                                {"type": "action_taken", "tool": "issue_refund", "amount_cents": -400}
+                            ],
+                        }
+                    ]
+                )
+            ),
             "turns.0.events.0.amount_cents",
         ),
-        (json.dumps({k: v for k, v in small_ticket().items() if k != "ticket_id"}), "ticket #1 (no ticket_id): ticket_id"),
+        (
+            json.dumps({k: v for k, v in small_ticket().items() if k != "ticket_id"}),
+            "ticket #1 (no ticket_id): ticket_id",
+        ),
     ],
     ids=["bad-json", "unknown-role", "negative-amount", "missing-ticket-id"],
 )
@@ -111,11 +135,24 @@ def test_a_malformed_file_is_refused_and_leaves_the_database_as_it_was(
 
 def test_a_ticket_that_fails_while_writing_is_not_half_written(tmp_path: Path) -> None:
     """An action at a turn that does not exist is only found while writing: the whole ticket rolls back."""
-    doc = small_ticket(turns=[
-        {"role": "customer", "content": "hi"},
-        {"role": "tool_result", "content": "ok", "events": [
-            {"type": "action_taken", "tool": "issue_refund", "item": "x", "amount_cents": 100, "at_turn": 7}]},
-    ])
+    doc = small_ticket(
+        turns=[
+            {"role": "customer", "content": "hi"},
+            {
+                "role": "tool_result",
+                "content": "ok",
+                "events": [
+                    {
+                        "type": "action_taken",
+                        "tool": "issue_refund",
+                        "item": "x",
+                        "amount_cents": 100,
+                        "at_turn": 7,
+                    }
+                ],
+            },
+        ]
+    )
     path = write(tmp_path, "t.json", json.dumps(doc))
     with pytest.raises(CommandError, match="at_turn 7 is not a turn of T-1"):
         call_command("import_tickets", str(path))

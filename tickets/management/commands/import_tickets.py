@@ -27,7 +27,9 @@ class Command(BaseCommand):
                 try:
                     report = import_ticket(doc, source=str(path))
                 except ImportFileError as exc:
-                    raise CommandError(f"{exc} (nothing of this ticket was written; {done} imported before it)") from None
+                    raise CommandError(
+                        f"{exc} (nothing of this ticket was written; {done} imported before it)"
+                    ) from None
                 done += 1
                 self.stdout.write(f"[{done}/{total}] {report.line()}")
         self.stdout.write(self.style.SUCCESS(f"imported {done} ticket(s)"))

@@ -24,7 +24,11 @@ class Command(BaseCommand):
         path = reference_ticket_path()
         docs = load_file(path)
         wanted = docs + [ImportTicket.model_validate(generated_ticket(i)) for i in range(options["tickets"])]
-        existing = set(Ticket.objects.filter(ticket_id__in=[d.ticket_id for d in wanted]).values_list("ticket_id", flat=True))
+        existing = set(
+            Ticket.objects.filter(ticket_id__in=[d.ticket_id for d in wanted]).values_list(
+                "ticket_id", flat=True
+            )
+        )
         todo = [d for d in wanted if d.ticket_id not in existing]
         if existing:
             self.stdout.write(f"{len(existing)} demo ticket(s) already loaded")
