@@ -140,7 +140,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+# Production serves `collectstatic` output through WhiteNoise; elsewhere it serves straight from the apps.
+WHITENOISE_USE_FINDERS = not PRODUCTION
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"

@@ -1,0 +1,47 @@
+"""Compaction as a django.tasks task: inline by default, queued for a worker with django-tasks-db."""
+
+from __future__ import annotations
+
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+
+from compaction.models import CompactionEvent
+from tests.compaction.test_compact_ticket import import_scenario
+from tickets.importer import ImportTicket
+from tickets.models import Ticket
+from tickets.services import append_turn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DB_TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+
+
+def test_immediate_backend_compacts_inline_in_the_turn(scenario: dict[str, Any]) -> None:
+    ticket = import_scenario(scenario, until=21)
+    turn_22 = ImportTicket.model_validate(scenario).turns[21]
+    appended = append_turn(ticket=ticket, role=turn_22.role, content=turn_22.content, boundary=turn_22.boundary)
+    assert appended.compaction is not None and appended.compaction.status == "applied"
+    assert appended.context_tokens < appended.threshold_tokens
+
+
+@override_settings(TASKS=DB_TASKS)
+def test_database_backend_queues_the_compaction_for_the_worker(scenario: dict[str, Any]) -> None:
+    from django_tasks_db.models import DBTaskResult
+
+    ticket = import_scenario(scenario, until=21)
+    turn_22 = ImportTicket.model_validate(scenario).turns[21]
+    appended = append_turn(ticket=ticket, role=turn_22.role, content=turn_22.content, boundary=turn_22.boundary)
+    assert appended.compaction is not None and appended.compaction.status == "queued"
+    assert not CompactionEvent.objects.filter(ticket=ticket, status="applied").exists()
+    assert DBTaskResult.objects.count() == 1
+
+    call_command("db_worker", "--batch", "--no-startup-delay", stdout=StringIO(), stderr=StringIO())
+
+    event = CompactionEvent.objects.get(ticket=ticket, status="applied")
+    assert event.at_turn == 22
+    ticket = Ticket.objects.get(pk=ticket.pk)
+    assert ticket.context_tokens < ticket.ticket_class.threshold_tokens

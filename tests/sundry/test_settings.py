@@ -1,0 +1,54 @@
+"""Settings come from the environment and fail loudly on a bad value."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from django.conf import settings
+
+
+def load_settings(**env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "SUNDRY_ENV", "DATABASE_URL"}}
+    clean.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", "import sundry.settings as s; print(s.DEBUG, s.DATABASES['default']['ENGINE'])"],
+        cwd=settings.BASE_DIR,
+        env=clean,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_the_embedded_defaults_need_no_variables() -> None:
+    result = load_settings()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "django.db.backends.sqlite3"]
+
+
+def test_production_refuses_to_start_without_a_secret_key() -> None:
+    result = load_settings(SUNDRY_ENV="production")
+    assert result.returncode != 0
+    assert "needs SECRET_KEY" in result.stderr
+
+
+def test_production_refuses_to_start_with_debug_on() -> None:
+    result = load_settings(SUNDRY_ENV="production", SECRET_KEY="x" * 50, DEBUG="1")
+    assert result.returncode != 0
+    assert "DEBUG on" in result.stderr
+
+
+def test_production_with_a_key_and_postgres_starts() -> None:
+    result = load_settings(
+        SUNDRY_ENV="production", SECRET_KEY="x" * 50, DATABASE_URL="postgres://desk@db.internal:5432/desk"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "django.db.backends.postgresql"]
+
+
+def test_a_bad_boolean_is_an_error_not_a_guess() -> None:
+    result = load_settings(DEBUG="maybe")
+    assert result.returncode != 0
+    assert "DEBUG='maybe' is not a boolean" in result.stderr
