@@ -1,0 +1,75 @@
+"""The API's writes: thin wrappers that give each view exactly one service to call.
+
+The domain rules live in tickets.services; what is added here is only what HTTP needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.db import connection, transaction
+
+from tickets.errors import IdempotencyKeyInFlight, InvalidInput
+from tickets.models import PinnedState, Ticket
+from tickets.services import (
+    ActionRecorded,
+    Actor,
+    open_question,
+    record_action,
+    record_decision,
+    resolve_question,
+    state_constraint,
+)
+
+
+def _advisory_key(ticket: Ticket, idempotency_key: str) -> int:
+    digest = hashlib.sha256(f"sundry-idempotency:{ticket.pk}:{idempotency_key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@transaction.atomic
+def record_action_once(*, ticket: Ticket, idempotency_key: str, by: Actor, **fields: Any) -> ActionRecorded:
+    """`record_action`, with "a request with this key is still in flight" made visible.
+
+    `record_action` locks the ticket row for its whole transaction, so a concurrent duplicate would
+    simply queue behind the first request and then get its replay. The Idempotency-Key draft wants
+    the duplicate told at once instead (409), so on PostgreSQL the first request holds a transaction
+    advisory lock named by (ticket, key) until it commits; a request that cannot take it is answered
+    409 and its retry, once the first has committed, gets the replay. SQLite has no such lock: there
+    the database's single writer serializes duplicates and the later one gets the replay.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [_advisory_key(ticket, idempotency_key)])
+            (acquired,) = cursor.fetchone()
+        if not acquired:
+            raise IdempotencyKeyInFlight(
+                f"a request with idempotency key {idempotency_key!r} is still being processed; "
+                "retry it in a moment to get its result",
+                idempotency_key=idempotency_key,
+            )
+    return record_action(ticket=ticket, idempotency_key=idempotency_key, by=by, **fields)
+
+
+def change_state(
+    *, ticket: Ticket, op: str, text: str, at_turn: int | None, expected_version: int, by: Actor
+) -> PinnedState:
+    """One of the agent's state changes other than actions, checked against the version it read."""
+    if op == "constraint_stated":
+        return state_constraint(
+            ticket=ticket, text=text, at_turn=at_turn, expected_version=expected_version, by=by
+        )
+    if op == "question_opened":
+        return open_question(
+            ticket=ticket, text=text, at_turn=at_turn, expected_version=expected_version, by=by
+        )
+    if op == "question_resolved":
+        return resolve_question(
+            ticket=ticket, question=text, at_turn=at_turn, expected_version=expected_version, by=by
+        )
+    if op == "decision_made":
+        return record_decision(
+            ticket=ticket, text=text, at_turn=at_turn, expected_version=expected_version, by=by
+        )
+    raise InvalidInput(f"unknown op {op!r}", field="op")
