@@ -23,7 +23,9 @@ DB_TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 def test_immediate_backend_compacts_inline_in_the_turn(scenario: dict[str, Any]) -> None:
     ticket = import_scenario(scenario, until=21)
     turn_22 = ImportTicket.model_validate(scenario).turns[21]
-    appended = append_turn(ticket=ticket, role=turn_22.role, content=turn_22.content, boundary=turn_22.boundary)
+    appended = append_turn(
+        ticket=ticket, role=turn_22.role, content=turn_22.content, boundary=turn_22.boundary
+    )
     assert appended.compaction is not None and appended.compaction.status == "applied"
     assert appended.context_tokens < appended.threshold_tokens
 
@@ -34,7 +36,9 @@ def test_database_backend_queues_the_compaction_for_the_worker(scenario: dict[st
 
     ticket = import_scenario(scenario, until=21)
     turn_22 = ImportTicket.model_validate(scenario).turns[21]
-    appended = append_turn(ticket=ticket, role=turn_22.role, content=turn_22.content, boundary=turn_22.boundary)
+    appended = append_turn(
+        ticket=ticket, role=turn_22.role, content=turn_22.content, boundary=turn_22.boundary
+    )
     assert appended.compaction is not None and appended.compaction.status == "queued"
     assert not CompactionEvent.objects.filter(ticket=ticket, status="applied").exists()
     assert DBTaskResult.objects.count() == 1

@@ -10,10 +10,16 @@ from django.conf import settings
 
 
 def load_settings(**env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "SUNDRY_ENV", "DATABASE_URL"}}
+    clean = {
+        k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "SUNDRY_ENV", "DATABASE_URL"}
+    }
     clean.update(env)
     return subprocess.run(
-        [sys.executable, "-c", "import sundry.settings as s; print(s.DEBUG, s.DATABASES['default']['ENGINE'])"],
+        [
+            sys.executable,
+            "-c",
+            "import sundry.settings as s; print(s.DEBUG, s.DATABASES['default']['ENGINE'])",
+        ],
         cwd=settings.BASE_DIR,
         env=clean,
         capture_output=True,

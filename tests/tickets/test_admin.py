@@ -20,7 +20,9 @@ def admin_client_logged_in() -> Client:
     return client
 
 
-def test_even_a_superuser_cannot_delete_or_edit_history(admin_client_logged_in: Client, ticket: Ticket) -> None:
+def test_even_a_superuser_cannot_delete_or_edit_history(
+    admin_client_logged_in: Client, ticket: Ticket
+) -> None:
     append_turn(ticket=ticket, role="customer", content="hello")
     turn = Turn.objects.get(ticket=ticket)
     change = StateChange.objects.get(ticket=ticket)
@@ -33,7 +35,12 @@ def test_even_a_superuser_cannot_delete_or_edit_history(admin_client_logged_in: 
     ):
         assert admin_client_logged_in.post(url, {"post": "yes"}).status_code == 403, url
     # The change form is view-only: posting an edit is refused too.
-    assert admin_client_logged_in.post(f"/admin/tickets/turn/{turn.pk}/change/", {"content": "rewritten"}).status_code == 403
+    assert (
+        admin_client_logged_in.post(
+            f"/admin/tickets/turn/{turn.pk}/change/", {"content": "rewritten"}
+        ).status_code
+        == 403
+    )
     assert Turn.objects.get(pk=turn.pk).content == "hello"
     assert StateChange.objects.filter(pk=change.pk).exists()
 
