@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
@@ -61,7 +62,9 @@ def desk_exception_handler(exc: Exception, context: dict[str, Any]) -> Response 
         set_rollback()
         return Response(exc.as_json(), status=exc.status)
     if isinstance(exc, RequestDataTooBig):
-        exc = PayloadTooLarge()
+        exc = PayloadTooLarge(
+            f"the request body is larger than the desk accepts (at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes)"
+        )
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

@@ -208,6 +208,10 @@ class PolicyOutcomeOut(serializers.Serializer):
     tokens_after = serializers.IntegerField(allow_null=True, required=False)
     coverage_missing = CoverageRefOut(many=True, required=False)
 
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        # The event's figures appear only when the policy recorded an event; absent is not null.
+        return {k: v for k, v in super().to_representation(instance).items() if k in instance}
+
 
 class TurnAppendedOut(serializers.Serializer):
     turn = serializers.IntegerField(help_text="The new turn's number.")
