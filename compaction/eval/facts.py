@@ -164,12 +164,23 @@ def in_context(facts: list[Fact], messages: list[dict[str, Any]]) -> list[bool]:
     return [covered(fact, entries[fact.category]) for fact in facts]
 
 
+def without_pinned_state(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same request without the pinned-state message: what a prose-only desk would send."""
+    return [
+        m
+        for m in messages
+        if not (m.get("role") == "system" and str(m.get("content") or "").startswith(STATE_PREFIX))
+    ]
+
+
 @dataclass(frozen=True)
 class FactCheck:
     fact: Fact
     state: bool
     summary: bool | None
     context: bool
+    # In the context only because the pinned state rides in it: without that message, it is gone.
+    only_in_state: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -178,6 +189,7 @@ class FactCheck:
             "in_state": self.state,
             "in_summary": self.summary,
             "in_context": self.context,
+            "only_in_pinned_state": self.only_in_state,
         }
 
 
@@ -187,15 +199,23 @@ def check_facts(
     state: dict[str, Any],
     summary: dict[str, Any] | None,
     summary_written_at: int | None,
-    messages: list[dict[str, Any]],
+    contexts: list[tuple[int | None, list[dict[str, Any]]]],
 ) -> list[FactCheck]:
-    return [
-        FactCheck(fact=f, state=s, summary=m, context=c)
-        for f, s, m, c in zip(
-            facts,
-            in_state(facts, state),
-            in_summary(facts, summary, summary_written_at),
-            in_context(facts, messages),
-            strict=True,
-        )
-    ]
+    """Check each fact in the state, the summary, and every context it must appear in.
+
+    `contexts` are (through_turn, messages): the request right after each applied compaction
+    (through that turn) and the request at the end of the ticket (None). A fact must be in every
+    one of them assembled after it was stored: losing it for a few turns is losing it.
+    """
+    applicable = [[(at is None or fact.stored_at <= at) for at, _ in contexts] for fact in facts]
+    found = [in_context(facts, messages) for _, messages in contexts]
+    found_without_state = [in_context(facts, without_pinned_state(messages)) for _, messages in contexts]
+    checks = []
+    for index, (fact, s, m) in enumerate(
+        zip(facts, in_state(facts, state), in_summary(facts, summary, summary_written_at), strict=True)
+    ):
+        wanted = [k for k, ok in enumerate(applicable[index]) if ok]
+        context = all(found[k][index] for k in wanted)
+        only_in_state = context and not all(found_without_state[k][index] for k in wanted)
+        checks.append(FactCheck(fact=fact, state=s, summary=m, context=context, only_in_state=only_in_state))
+    return checks

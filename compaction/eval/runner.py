@@ -81,6 +81,7 @@ class TicketResult:
     refunded_cents_expected: int = 0
     refunded_cents_state: int = 0
     scripted_refusals: int = 0
+    contexts_checked: int = 0
     seconds: float = 0.0
 
     @property
@@ -97,6 +98,7 @@ class TicketResult:
                 "summary_due": sum(c.summary is not None for c in checks),
                 "in_summary": sum(bool(c.summary) for c in checks),
                 "in_context": sum(c.context for c in checks),
+                "only_in_pinned_state": sum(c.only_in_state for c in checks),
             }
         return out
 
@@ -138,6 +140,7 @@ class TicketResult:
             },
             "engine_coverage_misses": self.engine_coverage_misses,
             "retention": self.retention(),
+            "contexts_checked": self.contexts_checked,
             "facts": [c.as_json() for c in self.facts],
             "probes": [p.as_json() for p in self.probes],
             "refunded_cents": {"expected": self.refunded_cents_expected, "state": self.refunded_cents_state},
@@ -161,7 +164,14 @@ class EvalReport:
         retention = {
             category: {
                 key: sum(t.retention()[category][key] for t in tickets)
-                for key in ("total", "in_state", "summary_due", "in_summary", "in_context")
+                for key in (
+                    "total",
+                    "in_state",
+                    "summary_due",
+                    "in_summary",
+                    "in_context",
+                    "only_in_pinned_state",
+                )
             }
             for category in CATEGORIES
         }
@@ -294,6 +304,12 @@ def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
     result.tokens_uncompacted = ticket.system_prompt_tokens + pinned.tokens + all_turns + REPLY_PRIMING_TOKENS
     context = assemble_context(ticket)
     result.tokens_context = context.tokens.total
+    # What the agent sees right after each compaction, and at the end of the ticket.
+    contexts: list[tuple[int | None, list[dict[str, Any]]]] = [
+        (e.at_turn, assemble_context(ticket, through_turn=e.at_turn).messages()) for e in applied
+    ]
+    contexts.append((None, context.messages()))
+    result.contexts_checked = len(contexts)
 
     facts = expected_facts(doc)
     result.facts = check_facts(
@@ -301,7 +317,7 @@ def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
         state=state,
         summary=context.summary,
         summary_written_at=applied[-1].at_turn if applied else None,
-        messages=context.messages(),
+        contexts=contexts,
     )
     result.refunded_cents_expected = sum(f.amount_cents for f in facts if f.category == "actions_taken")
     result.refunded_cents_state = int(state.get("refunded_cents_total") or 0)

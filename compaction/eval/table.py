@@ -94,13 +94,15 @@ def render_totals(report: EvalReport) -> list[str]:
         f"tokens: {tokens['uncompacted']:,} uncompacted -> {tokens['context']:,} in the context after compaction: "
         f"{tokens['saved']:,} saved ({100 * tokens['saved_share']:.1f}%)",
         "",
-        f"{'fact retention':<22}{'pinned state':<22}{'summary (when due)':<22}{'context after compaction':<22}",
+        f"{'fact retention':<22}{'pinned state':<22}{'summary (when due)':<22}{'context after compaction':<27}"
+        "kept only by the pinned state",
     ]
     for category in CATEGORIES:
         r = totals["retention"][category]
         lines.append(
             f"{CATEGORY_NAMES[category]:<22}{_percent(r['in_state'], r['total']):<22}"
-            f"{_percent(r['in_summary'], r['summary_due']):<22}{_percent(r['in_context'], r['total']):<22}".rstrip()
+            f"{_percent(r['in_summary'], r['summary_due']):<22}{_percent(r['in_context'], r['total']):<27}"
+            f"{r['only_in_pinned_state'] if r['total'] else ''}".rstrip()
         )
     probes = totals["probes"]
     money = totals["refunded_cents"]

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
 from compaction.eval.runner import EvalOptions, TicketResult, evaluate
 from compaction.eval.sources import expand, load
@@ -19,23 +18,26 @@ BAR_WIDTH = 30
 class Progress:
     """A progress bar on stderr (stdout stays clean for --json); a single closing line when not a terminal."""
 
-    def __init__(self, total: int, stream: Any = None) -> None:
+    def __init__(self, total: int, stream: OutputWrapper) -> None:
         self.total = total
-        self.stream = stream or sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.stream = stream
+        self.tty = self.stream.isatty()
 
     def __call__(self, done: int, result: TicketResult) -> None:
         if not self.tty:
             return
         filled = BAR_WIDTH * done // max(self.total, 1)
         bar = "#" * filled + "." * (BAR_WIDTH - filled)
-        self.stream.write(f"\r[{bar}] {done}/{self.total} {result.ticket_id[:40]:<40}")
-        self.stream.flush()
+        self._write(f"\r[{bar}] {done}/{self.total} {result.ticket_id[:40]:<40}", ending="")
 
     def close(self, seconds: float) -> None:
         if self.tty:
-            self.stream.write("\r" + " " * (BAR_WIDTH + 60) + "\r")
-        self.stream.write(f"evaluated {self.total} ticket(s) in {seconds:.1f}s\n")
+            self._write("\r" + " " * (BAR_WIDTH + 60) + "\r", ending="")
+        self._write(f"evaluated {self.total} ticket(s) in {seconds:.1f}s", ending="\n")
+
+    def _write(self, text: str, *, ending: str) -> None:
+        # Plain text: the command's stderr would otherwise be styled as an error.
+        self.stream.write(text, style_func=str, ending=ending)
         self.stream.flush()
 
 
@@ -87,7 +89,7 @@ class Command(BaseCommand):
             raise CommandError("no tickets found in the given paths")
 
         eval_options = EvalOptions(summarizer=options["summarizer"], model=options["model"], budget=budget)
-        progress = Progress(len(documents))
+        progress = Progress(len(documents), self.stderr)
         report = evaluate(documents, options=eval_options, progress=progress)
         progress.close(report.seconds)
 
