@@ -1,0 +1,88 @@
+"""Builders shared by the dashboard's view and browser tests: named users and the reference ticket."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from django.contrib.auth.models import Group, User
+
+from tests.fake_openai import Reply
+from tickets.accounts import ADMIN, AGENT, SUPERVISOR, create_agent, create_person
+from tickets.importer import ImportTicket, import_ticket
+from tickets.models import Ticket, TicketClass
+
+PASSWORD = "desk-test-password"
+HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"><b>bold?</b>'
+
+
+def ensure_roles() -> None:
+    """The role groups (a data migration makes them; a flushed transactional test database lacks them)."""
+    for name in (AGENT, SUPERVISOR, ADMIN):
+        Group.objects.get_or_create(name=name)
+
+
+def supervisor(username: str = "sam") -> User:
+    ensure_roles()
+    return create_person(username=username, password=PASSWORD, role=SUPERVISOR)
+
+
+def admin(username: str = "ada") -> User:
+    ensure_roles()
+    return create_person(username=username, password=PASSWORD, role=ADMIN)
+
+
+def agent(name: str = "agent-7") -> User:
+    ensure_roles()
+    create_agent(name=name)
+    return User.objects.get(username=name)
+
+
+def import_t40118(
+    scenario: dict[str, Any], *, backend: str = "extractive", until: int | None = None
+) -> Ticket:
+    TicketClass.objects.get_or_create(
+        slug="standard-8k",
+        defaults={
+            "token_budget": 8000,
+            "compaction_threshold": 0.8,
+            "summarizer_backend": backend,
+            "summarizer_model": "cheap-summarizer",
+        },
+    )
+    doc = copy.deepcopy(scenario)
+    if until is not None:
+        doc["turns"] = doc["turns"][:until]
+    import_ticket(ImportTicket.model_validate(doc))
+    return Ticket.objects.get(ticket_id=scenario["ticket_id"])
+
+
+def import_lossy_t40118(scenario: dict[str, Any], openai_server: Any) -> Ticket:
+    """T-40118 compacted at turn 22 by an OpenAI-compatible summarizer that returns the seed's lossy
+    summary (the $40 garden-table refund left out), served by the loopback fake."""
+    lossy = {k: v for k, v in scenario["lossy_summary_turns_1_14"].items() if k != "why"}
+    with openai_server([Reply(content=json.dumps(lossy), prompt_tokens=5200, completion_tokens=80)]):
+        return import_t40118(scenario, backend="openai")
+
+
+def hostile_ticket(ticket_id: str = "T-666") -> Ticket:
+    """A short ticket whose customer text and tool arguments carry HTML and script."""
+    doc = {
+        "ticket_id": ticket_id,
+        "order_id": "SU-666",
+        "seller_type": "marketplace",
+        "ticket_class": {"slug": "small-4k", "token_budget": 4000, "compaction_threshold": 0.75},
+        "turns": [
+            {
+                "role": "customer",
+                "content": HOSTILE,
+                "events": [{"type": "constraint_stated", "text": HOSTILE}],
+            },
+            {"role": "tool_call", "tool": "lookup_order", "tool_call_id": "c1", "args": {"note": HOSTILE}},
+            {"role": "tool_result", "tool": "lookup_order", "tool_call_id": "c1", "content": HOSTILE},
+            {"role": "agent", "content": "Looking into it.", "boundary": "reply_sent"},
+        ],
+    }
+    import_ticket(ImportTicket.model_validate(doc))
+    return Ticket.objects.get(ticket_id=ticket_id)

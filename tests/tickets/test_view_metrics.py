@@ -1,0 +1,26 @@
+"""Metrics per class: compactions, tokens saved, cost, latency, failure rate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from tests.browser.desk_data import import_t40118, supervisor
+
+pytestmark = pytest.mark.django_db
+
+
+def test_metrics_show_compactions_and_tokens_saved_per_class(
+    client: Client, scenario: dict, django_assert_num_queries: Any
+) -> None:
+    ticket = import_t40118(scenario)
+    client.force_login(supervisor())
+    with django_assert_num_queries(4):
+        html = client.get("/metrics/").content.decode()
+    row = html[html.index("<td>standard-8k</td>") :]
+    row = row[: row.index("</tr>")]
+    applied = ticket.compactions.get(status="applied")
+    cells = [c.split("</td>")[0] for c in row.split('<td class="num">')[1:]]
+    assert cells[:5] == ["1", "0", "1", "0.0%", str(applied.tokens_before - applied.tokens_after)]
