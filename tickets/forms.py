@@ -74,8 +74,12 @@ class CorrectionForm(forms.Form):
         self, *args: Any, targets: dict[str, list[tuple[str, str]]] | None = None, **kwargs: Any
     ) -> None:
         kwargs.setdefault("label_suffix", "")
+        data = args[0] if args else kwargs.get("data")
+        op = (data or {}).get("op") or (kwargs.get("initial") or {}).get("op")
+        op = op if op in CORRECTION_FIELDS else "correction"
+        # Five of these forms share the page: ids per op keep each label tied to its own input.
+        kwargs.setdefault("auto_id", f"id_{op}_%s")
         super().__init__(*args, **kwargs)
-        op = self.data.get("op") if self.is_bound else self.initial.get("op")
         choices = (targets or {}).get(str(op), [])
         self.fields["target_id"].widget = forms.Select(choices=[("", "choose…"), *choices])
         self.fields["at_turn"].widget.attrs.update({"min": 1, "style": "width:5em"})
