@@ -42,5 +42,12 @@ lint: venv
 migrations-check: venv
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
+# Speed and memory of the per-turn paths, on a scratch database (rolled back): numbers, never assertions.
+BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
+bench: venv
+	@mkdir -p var
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py migrate --no-input -v 0
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py bench
+
 clean:
 	rm -rf $(VENV) var staticfiles .pytest_cache .mypy_cache .ruff_cache test-artifacts

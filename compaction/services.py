@@ -72,9 +72,10 @@ def _next_number(ticket: Ticket) -> int:
 
 def run_policy(*, ticket: Ticket, turn: Turn) -> PolicyOutcome:
     """After a turn is stored: compact if due at a boundary, record a deferral if due mid-decision."""
-    figures = context_figures(ticket)
-    if not is_due(figures.total, figures.threshold_tokens):
+    # The ticket's stored context size is current (every writer keeps it so): no aggregate when not due.
+    if not is_due(ticket.context_tokens, ticket.ticket_class.threshold_tokens):
         return PolicyOutcome(status="not_due")
+    figures = context_figures(ticket)
     window = _window(ticket, figures.first_active_turn)
     if not at_boundary(window):
         return PolicyOutcome(

@@ -181,11 +181,11 @@ def append_turn(
         tokens=tokens,
         extra=extra or {},
     )
-    Ticket.objects.filter(pk=locked.pk).update(turn_count=number)
-    locked.turn_count = number
-    ticket.turn_count = number
-    total = refresh_context_tokens(ticket=locked)
-    ticket.context_tokens = total
+    # The stored context size is kept current under this row lock, so a new turn adds exactly its own count.
+    total = locked.context_tokens + tokens
+    Ticket.objects.filter(pk=locked.pk).update(turn_count=number, context_tokens=total)
+    locked.turn_count = ticket.turn_count = number
+    locked.context_tokens = ticket.context_tokens = total
 
     outcome = None
     if run_policy:

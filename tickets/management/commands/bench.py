@@ -1,0 +1,141 @@
+"""`make bench`: speed and memory of the paths an agent hits on every turn. Numbers, never assertions."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import connection, reset_queries, transaction
+from django.test.utils import CaptureQueriesContext
+
+from compaction.models import CompactionEvent
+from compaction.selectors import assemble_context, context_figures
+from compaction.tokens import count_text
+from tickets.demo import reference_ticket_path
+from tickets.importer import ImportTicket, import_ticket
+from tickets.models import Ticket, TicketClass
+from tickets.services import append_turn, open_ticket, record_action
+
+
+class Rollback(Exception):
+    pass
+
+
+class Command(BaseCommand):
+    help = "Benchmark token counting, turn appends with compaction, context reads and imports (rolled back)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--turns", type=int, default=2000, help="turns in the long ticket (default 2000)")
+        parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.rows: list[tuple[str, str]] = []
+        try:
+            with transaction.atomic():
+                self.run(options["turns"])
+                raise Rollback
+        except Rollback:
+            pass
+        if options["json"]:
+            self.stdout.write(json.dumps(dict(self.rows), indent=2))
+            return
+        width = max(len(name) for name, _ in self.rows)
+        self.stdout.write(f"database: {connection.vendor}")
+        for name, value in self.rows:
+            self.stdout.write(f"{name.ljust(width)}  {value}")
+
+    def record(self, name: str, value: str) -> None:
+        self.rows.append((name, value))
+        self.stderr.write(f"  {name}: {value}")
+
+    def timed(self, label: str, work: Callable[[], Any]) -> tuple[float, Any]:
+        self.stderr.write(f"{label}...")
+        started = time.perf_counter()
+        result = work()
+        return time.perf_counter() - started, result
+
+    def run(self, turn_count: int) -> None:
+        scenario = json.loads(reference_ticket_path().read_text())
+        tracking = scenario["turns"][18]["content"]
+
+        elapsed, tokens = self.timed("token counting", lambda: sum(count_text(tracking) for _ in range(200)))
+        self.record("tokenize (tokens/s)", f"{tokens / elapsed:,.0f}")
+
+        def import_copies() -> int:
+            for i in range(20):
+                doc = dict(scenario, ticket_id=f"B-{i}")
+                import_ticket(ImportTicket.model_validate(doc))
+            return 20
+
+        elapsed, copies = self.timed("importing 20 copies of T-40118", import_copies)
+        self.record("import T-40118 (ms/ticket)", f"{elapsed / copies * 1000:.1f}")
+
+        klass = TicketClass.objects.create(slug="bench-8k", token_budget=8000, compaction_threshold=0.8)
+        ticket = open_ticket(
+            ticket_id="B-LONG", order_id="SU-B", seller_type="marketplace", ticket_class=klass
+        )
+        roles = ["customer", "tool_call", "tool_result", "agent"]
+
+        def thread(target: Ticket, count: int) -> None:
+            for i in range(count):
+                role = roles[i % 4]
+                append_turn(
+                    ticket=target,
+                    role=role,
+                    content=""
+                    if role == "tool_call"
+                    else (tracking[: 400 + (i % 7) * 300] if role == "tool_result" else f"message {i}"),
+                    tool="track_parcel" if role.startswith("tool") else "",
+                    args={"order": "SU-B", "n": i} if role == "tool_call" else None,
+                    tool_call_id=f"c{i // 4}" if role.startswith("tool") else "",
+                    boundary="reply_sent" if role == "agent" else "",
+                )
+                if i % 40 == 3:
+                    record_action(
+                        ticket=target,
+                        tool="issue_refund",
+                        item=f"item-{i}",
+                        amount_cents=100,
+                        idempotency_key=f"b-{i}",
+                    )
+
+        elapsed, _ = self.timed(
+            f"appending {turn_count} turns (policy and compaction inline)", lambda: thread(ticket, turn_count)
+        )
+        compactions = CompactionEvent.objects.filter(ticket=ticket, status="applied").count()
+        self.record("append_turn (ms/turn, incl. compactions)", f"{elapsed / turn_count * 1000:.2f}")
+        self.record("compactions applied on the long ticket", str(compactions))
+
+        # Memory is measured apart: tracemalloc slows Python down several times.
+        other = open_ticket(ticket_id="B-MEM", order_id="SU-M", seller_type="marketplace", ticket_class=klass)
+        tracemalloc.start()
+        thread(other, 400)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        self.record("peak Python memory over 400 appends (MiB)", f"{peak / 2**20:.1f}")
+
+        samples = []
+        reset_queries()  # DEBUG keeps a bounded query log; a full one would hide the count below
+        with CaptureQueriesContext(connection) as queries:
+            assemble_context(ticket)
+        for _ in range(50):
+            started = time.perf_counter()
+            assemble_context(ticket)
+            samples.append(time.perf_counter() - started)
+        self.record("assemble_context (ms, median of 50)", f"{statistics.median(samples) * 1000:.2f}")
+        self.record("assemble_context (queries)", str(len(queries)))
+        samples = []
+        for _ in range(200):
+            started = time.perf_counter()
+            context_figures(ticket)
+            samples.append(time.perf_counter() - started)
+        self.record("context_figures (ms, median of 200)", f"{statistics.median(samples) * 1000:.3f}")
+        self.record(
+            "long ticket context now (tokens)",
+            f"{Ticket.objects.get(pk=ticket.pk).context_tokens} of {klass.token_budget}",
+        )
