@@ -8,22 +8,34 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint migrations-check venv demo fuzz bench eval clean
+.PHONY: run test lint migrations-check venv venv-runtime fuzz bench eval clean
+
+# Two install levels: `make run` needs only the runtime group; tests, linters and browsers need dev.
+RUNTIME_STAMP := $(VENV)/.runtime-$(shell sha1sum pyproject.toml | cut -c1-12)
 
 venv: $(STAMP)
+venv-runtime: $(RUNTIME_STAMP)
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	@want=$$(cat .python-version); have=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
 	  if [ "$$have" != "$$want" ]; then echo "error: $(PYTHON) is Python $$have, .python-version wants $$want (install it with pyenv, or run make PYTHON=python$$want)" >&2; exit 1; fi
 	@echo "==> creating $(VENV) with $$($(PYTHON) --version)"
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "==> installing dependencies (pinned in pyproject.toml)"
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --group dev
-	@rm -f $(VENV)/.installed-*
+
+$(RUNTIME_STAMP): pyproject.toml | $(VENV)/bin/python
+	@echo "==> installing the runtime dependencies (pinned in pyproject.toml)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --group runtime
+	@rm -f $(VENV)/.runtime-*
 	@touch $@
 
-run: venv
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	@echo "==> installing the runtime and development dependencies (pinned in pyproject.toml)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --group dev
+	@rm -f $(VENV)/.installed-* $(VENV)/.runtime-*
+	@touch $@ $(RUNTIME_STAMP)
+
+run: venv-runtime
 	@echo "==> migrating the embedded database (var/sundry.sqlite3)"
 	$(BIN)/python manage.py migrate --no-input -v 0
 	@echo "==> loading demo data"
