@@ -7,8 +7,8 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from tests.api.conftest import REFUND, post_action, post_state, post_turn, url
-from tickets.accounts import create_person
-from tickets.models import Ticket, Turn
+from tickets.accounts import create_agent, create_person
+from tickets.models import StateChange, StateOp, Ticket, Turn
 
 pytestmark = pytest.mark.django_db
 
@@ -29,12 +29,19 @@ def test_a_bad_token_is_answered_401(ticket: Ticket) -> None:
     assert response.json()["error"] == "authentication_failed"
 
 
-def test_each_agent_has_its_own_token_and_writes_as_itself(agent: APIClient, ticket: Ticket) -> None:
-    response = post_turn(agent, ticket, role="customer", content="Hello")
-    assert response.status_code == 201
-    change_actor = ticket.state_changes.last()
-    assert change_actor is not None
-    assert Turn.objects.filter(ticket=ticket).count() == 1
+def test_each_agent_has_its_own_token_and_its_writes_are_audited_as_itself(
+    agent: APIClient, ticket: Ticket
+) -> None:
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Token {create_agent(name='agent-jones')}")
+    assert post_turn(agent, ticket, role="customer", content="Hello").status_code == 201
+    assert post_state(agent, ticket, '"1"', op="decision_made", text="first").status_code == 200
+    assert post_state(other, ticket, '"2"', op="decision_made", text="second").status_code == 200
+    changes = StateChange.objects.filter(ticket=ticket, op=StateOp.DECISION_MADE).order_by("to_version")
+    assert [(c.actor_kind, c.actor.username if c.actor else None) for c in changes] == [
+        ("agent", "agent-smith"),
+        ("agent", "agent-jones"),
+    ]
 
 
 def test_supervisor_writing_through_the_api_is_answered_403(supervisor_user: User, ticket: Ticket) -> None:
