@@ -136,12 +136,11 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
     )
     q = filters.q.strip()
     if q:
+        # A prefix as a range keeps both lookups on their indexes (LIKE would scan on SQLite).
         wanted = q.upper()
+        after = wanted + "\uffff"
         tickets = tickets.filter(
-            Q(ticket_id=wanted)
-            | Q(order_id=wanted)
-            | Q(ticket_id__startswith=wanted)
-            | Q(order_id__startswith=wanted)
+            Q(ticket_id__gte=wanted, ticket_id__lt=after) | Q(order_id__gte=wanted, order_id__lt=after)
         )
     if filters.ticket_class:
         tickets = tickets.filter(ticket_class__slug=filters.ticket_class)
