@@ -116,7 +116,11 @@ def render_totals(report: EvalReport) -> list[str]:
     ]
     misses = render_misses(report)
     if misses:
-        lines += ["", "not found:", *misses]
+        lines += [
+            "",
+            "missing (summary misses are measured; only state or context misses fail --check):",
+            *misses,
+        ]
     lines += ["", "OK: nothing lost from the pinned state or the context" if report.ok else "LOST: see above"]
     return lines
 
