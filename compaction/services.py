@@ -72,8 +72,11 @@ def _next_number(ticket: Ticket) -> int:
 
 def run_policy(*, ticket: Ticket, turn: Turn) -> PolicyOutcome:
     """After a turn is stored: compact if due at a boundary, record a deferral if due mid-decision."""
-    # The ticket's stored context size is current (every writer keeps it so): no aggregate when not due.
-    if not is_due(ticket.context_tokens, ticket.ticket_class.threshold_tokens):
+    # The stored context size is current (every writer keeps it so), but the caller's instance may predate
+    # state changes made with this turn: read the row, not the instance. No aggregate when not due.
+    current = Ticket.objects.values_list("context_tokens", flat=True).get(pk=ticket.pk)
+    ticket.context_tokens = current
+    if not is_due(current, ticket.ticket_class.threshold_tokens):
         return PolicyOutcome(status="not_due")
     figures = context_figures(ticket)
     window = _window(ticket, figures.first_active_turn)

@@ -263,11 +263,6 @@ def test_command_prints_a_table_with_totals() -> None:
     assert text.rstrip().endswith("OK: nothing lost from the pinned state or the context")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine regression from 50e2e16: run_policy reads the importer's stale ticket.context_tokens, so state "
-    "changes made by the turn's own events are not counted when deciding whether compaction is due",
-)
 def test_a_turn_whose_events_push_the_request_over_the_threshold_compacts_at_its_boundary() -> None:
     """Found by the eval (68 deferrals on the public file before 50e2e16, 64 after). Remove the xfail once fixed."""
     doc = ImportTicket.model_validate(
