@@ -264,7 +264,7 @@ def test_command_prints_a_table_with_totals() -> None:
 
 
 def test_a_turn_whose_events_push_the_request_over_the_threshold_compacts_at_its_boundary() -> None:
-    """Found by the eval (68 deferrals on the public file before 50e2e16, 64 after). Remove the xfail once fixed."""
+    """A turn's own state events count toward the trigger (the eval caught 50e2e16 missing them; fixed in 82f1f87)."""
     doc = ImportTicket.model_validate(
         {
             "ticket_id": "T-DUE",
