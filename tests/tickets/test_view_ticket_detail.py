@@ -49,7 +49,7 @@ def test_timeline_shows_roles_tool_calls_tokens_boundaries_and_compaction_marker
     assert "A1 · issue_refund $40.00 garden-table" in turn6  # the pinned item came from this turn
     turn8 = html[html.index('id="turn-8"') : html.index('id="turn-9"')]
     assert "refund_issued" in turn8
-    assert "Compaction #2</b> after turn 22: turns 1–21 replaced" in html
+    assert "Compaction #2</b> after turn 22: turns 1\u201321 replaced" in html
     assert "Compaction #1 deferred</b> at turn 21" in html
     assert "replaced by #2" not in html[html.index('id="turn-23"') :]
 
