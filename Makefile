@@ -61,5 +61,17 @@ bench: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py migrate --no-input -v 0
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py bench
 
+# The public tau2-bench file (see ../shared/realdata/README.md); override with make eval TAU2_FILE=...
+TAU2_FILE ?= ../shared/realdata/tau2-retail-gpt-4.1.json
+EVAL_DB := sqlite:///$(CURDIR)/var/eval.sqlite3
+
+eval: venv
+	@mkdir -p var && rm -f var/eval.sqlite3
+	DATABASE_URL=$(EVAL_DB) $(BIN)/python manage.py migrate --no-input -v 0
+	@echo "==> the project's eval set (demo/evalset), each ticket at its own class budget"
+	DATABASE_URL=$(EVAL_DB) $(BIN)/python manage.py compaction_eval --check demo/evalset
+	@echo "==> the public tau2-bench retail file, budget 2000"
+	DATABASE_URL=$(EVAL_DB) $(BIN)/python manage.py compaction_eval --check $(TAU2_FILE)
+
 clean:
 	rm -rf $(VENV) var staticfiles .pytest_cache .mypy_cache .ruff_cache test-artifacts

@@ -78,6 +78,31 @@ STOPWORDS = {
     "but",
 }
 WORD = re.compile(r"[a-z0-9]+")
+# A constraint's polarity must survive: "no replacement wanted" is not covered by "wants a replacement".
+NEGATIONS = {
+    "no",
+    "not",
+    "never",
+    "without",
+    "nothing",
+    "none",
+    "nor",
+    "t",
+    "cannot",
+    "decline",
+    "declined",
+    "declines",
+    "refuse",
+    "refused",
+    "refuses",
+    "dont",
+    "doesnt",
+    "didnt",
+    "wont",
+    "cant",
+    "avoid",
+    "rather",
+}
 
 
 def words(text: str) -> list[str]:
@@ -128,12 +153,19 @@ def action_covered(action: dict[str, Any], entries: Iterable[str]) -> bool:
     return False
 
 
+def _negated(found: Iterable[str]) -> bool:
+    return any(w in NEGATIONS for w in found)
+
+
 def text_covered(text: str, entries: Iterable[str], *, share: float = 0.5) -> bool:
     wanted = [w for w in words(text) if w not in STOPWORDS]
     if not wanted:
         return True
+    negated = _negated(words(text))
     for entry in entries:
         present = set(words(entry))
+        if _negated(present) != negated:
+            continue
         found = sum(1 for w in wanted if _has_word(present, w))
         if found / len(wanted) >= share:
             return True

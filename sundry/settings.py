@@ -123,8 +123,9 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(exist_ok=True)
-    # The embedded database: wait for a writer instead of failing at once.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Wait for a writer instead of failing at once, and take the write lock when a transaction starts:
+    # a deferred transaction that reads and then writes fails with "database is locked" under concurrency.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
     DATABASES["default"]["TEST"] = {"NAME": ":memory:"}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

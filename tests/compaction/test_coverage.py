@@ -45,3 +45,10 @@ def test_a_complete_summary_covers_everything() -> None:
     }
     report = check_coverage(STATE, summary)
     assert report.missing == [] and len(report.covered) == 3
+
+
+def test_a_constraint_is_not_covered_by_a_summary_saying_the_opposite() -> None:
+    assert not text_covered("no replacement wanted", ["the customer wants a replacement"])
+    assert text_covered("no replacement wanted", ["declined a replacement"])
+    assert text_covered("no replacement wanted", ["Customer doesn't want a replacement"])
+    assert not text_covered("only contact by email", ["do not contact by email"])
