@@ -61,8 +61,8 @@ bench: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py migrate --no-input -v 0
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py bench
 
-# The public tau2-bench file (see ../shared/realdata/README.md); override with make eval TAU2_FILE=...
-TAU2_FILE ?= ../shared/realdata/tau2-retail-gpt-4.1.json
+# The public tau2-bench file (MIT; a copy with its README under demo/realdata/); override with TAU2_FILE=...
+TAU2_FILE ?= demo/realdata/tau2-retail-gpt-4.1.json
 EVAL_DB := sqlite:///$(CURDIR)/var/eval.sqlite3
 
 eval: venv
