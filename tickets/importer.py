@@ -21,12 +21,9 @@ from tickets.services import (
     SYSTEM,
     Actor,
     append_turn,
-    open_question,
+    change_state,
     open_ticket,
     record_action,
-    record_decision,
-    resolve_question,
-    state_constraint,
 )
 
 FORMAT = "sundry-ticket/1"
@@ -290,13 +287,6 @@ def _apply_event(
             return
         if not event.text:
             raise ImportFileError(f"{where}.text: a {event.type} event needs its text")
-        if event.type == "constraint_stated":
-            state_constraint(ticket=ticket, text=event.text, at_turn=at_turn, by=by)
-        elif event.type == "question_opened":
-            open_question(ticket=ticket, text=event.text, at_turn=at_turn, by=by)
-        elif event.type == "question_resolved":
-            resolve_question(ticket=ticket, question=event.text, at_turn=at_turn, by=by)
-        elif event.type == "decision_made":
-            record_decision(ticket=ticket, text=event.text, at_turn=at_turn, by=by)
+        change_state(ticket=ticket, op=event.type, text=event.text, at_turn=at_turn, by=by)
     except DeskError as exc:
         raise ImportFileError(f"{where}: {exc.message}") from None

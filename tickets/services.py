@@ -495,6 +495,38 @@ def record_decision(
     return pinned
 
 
+AGENT_STATE_OPS = ("constraint_stated", "question_opened", "question_resolved", "decision_made")
+
+
+def change_state(
+    *,
+    ticket: Ticket,
+    op: str,
+    text: str,
+    at_turn: int | None = None,
+    expected_version: int | None = None,
+    by: Actor = SYSTEM,
+) -> PinnedState:
+    """One of an agent's state changes other than actions, by name (the API's and the importer's ops)."""
+    if op == "constraint_stated":
+        return state_constraint(
+            ticket=ticket, text=text, at_turn=at_turn, expected_version=expected_version, by=by
+        )
+    if op == "question_opened":
+        return open_question(
+            ticket=ticket, text=text, at_turn=at_turn, expected_version=expected_version, by=by
+        )
+    if op == "question_resolved":
+        return resolve_question(
+            ticket=ticket, question=text, at_turn=at_turn, expected_version=expected_version, by=by
+        )
+    if op == "decision_made":
+        return record_decision(
+            ticket=ticket, text=text, at_turn=at_turn, expected_version=expected_version, by=by
+        )
+    raise InvalidInput(f"unknown op {op!r}: expected one of {', '.join(AGENT_STATE_OPS)}", field="op")
+
+
 CORRECTION_OPS = {
     StateOp.ACTION_ADDED,
     StateOp.ACTION_REVERSED,

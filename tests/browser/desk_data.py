@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 from django.contrib.auth.models import Group, User
 
+from tests.factories import import_t40118 as import_t40118  # re-exported beside the users
 from tests.fake_openai import Reply
 from tickets.accounts import ADMIN, AGENT, SUPERVISOR, create_agent, create_person
 from tickets.importer import ImportTicket, import_ticket
-from tickets.models import Ticket, TicketClass
+from tickets.models import Ticket
 
 PASSWORD = "desk-test-password"
 HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"><b>bold?</b>'
@@ -37,25 +37,6 @@ def agent(name: str = "agent-7") -> User:
     ensure_roles()
     create_agent(name=name)
     return User.objects.get(username=name)
-
-
-def import_t40118(
-    scenario: dict[str, Any], *, backend: str = "extractive", until: int | None = None
-) -> Ticket:
-    TicketClass.objects.get_or_create(
-        slug="standard-8k",
-        defaults={
-            "token_budget": 8000,
-            "compaction_threshold": 0.8,
-            "summarizer_backend": backend,
-            "summarizer_model": "cheap-summarizer",
-        },
-    )
-    doc = copy.deepcopy(scenario)
-    if until is not None:
-        doc["turns"] = doc["turns"][:until]
-    import_ticket(ImportTicket.model_validate(doc))
-    return Ticket.objects.get(ticket_id=scenario["ticket_id"])
 
 
 def import_lossy_t40118(scenario: dict[str, Any], openai_server: Any) -> Ticket:

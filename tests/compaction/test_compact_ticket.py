@@ -10,9 +10,9 @@ from django.test import override_settings
 from compaction.models import CompactionEvent, CompactionStatus, ContextSnapshot
 from compaction.selectors import assemble_context, context_figures
 from compaction.services import compact_ticket
+from tests.factories import import_t40118
 from tests.fake_openai import Reply
-from tickets.importer import ImportTicket, import_ticket
-from tickets.models import Ticket, TicketClass
+from tickets.models import TicketClass
 
 pytestmark = pytest.mark.django_db
 
@@ -25,28 +25,9 @@ VALID = {
 }
 
 
-def import_scenario(
-    scenario: dict[str, Any], *, backend: str = "extractive", until: int | None = None
-) -> Ticket:
-    TicketClass.objects.get_or_create(
-        slug="standard-8k",
-        defaults={
-            "token_budget": 8000,
-            "compaction_threshold": 0.8,
-            "summarizer_backend": backend,
-            "summarizer_model": "cheap-summarizer",
-        },
-    )
-    doc = dict(scenario)
-    if until is not None:
-        doc["turns"] = doc["turns"][:until]
-    import_ticket(ImportTicket.model_validate(doc))
-    return Ticket.objects.get(ticket_id=scenario["ticket_id"])
-
-
 def test_t40118_defers_at_turn_21_and_compacts_after_turn_22(scenario: dict[str, Any]) -> None:
     """The threshold is crossed on an unconsumed tool result; compaction waits for the next boundary."""
-    ticket = import_scenario(scenario)
+    ticket = import_t40118(scenario)
     events = list(CompactionEvent.objects.filter(ticket=ticket).order_by("number"))
     assert [(e.at_turn, e.status) for e in events] == [(21, "deferred"), (22, "applied")]
     deferred, applied = events
@@ -65,7 +46,7 @@ def test_t40118_defers_at_turn_21_and_compacts_after_turn_22(scenario: dict[str,
 
 
 def test_turn_21_alone_is_deferred_not_compacted(scenario: dict[str, Any]) -> None:
-    ticket = import_scenario(scenario, until=21)
+    ticket = import_t40118(scenario, until=21)
     assert list(CompactionEvent.objects.filter(ticket=ticket).values_list("status", flat=True)) == [
         "deferred"
     ]
@@ -77,7 +58,7 @@ def test_the_seed_lossy_summary_is_flagged_for_the_missing_refund(
 ) -> None:
     lossy = scenario["lossy_summary_turns_1_14"]
     with openai_server([Reply(content=json.dumps(lossy))]) as fake:
-        ticket = import_scenario(scenario, backend="openai")
+        ticket = import_t40118(scenario, backend="openai")
     event = CompactionEvent.objects.get(ticket=ticket, status=CompactionStatus.APPLIED)
     missing = [m for m in event.coverage["missing"] if m["category"] == "actions_taken"]
     assert [m["id"] for m in missing] == ["A1"]
@@ -99,7 +80,7 @@ def test_invalid_replies_are_retried_and_the_third_applies(scenario: dict[str, A
         Reply(content=json.dumps(VALID)),
     ]
     with openai_server(replies) as fake:
-        ticket = import_scenario(scenario, backend="openai")
+        ticket = import_t40118(scenario, backend="openai")
     event = CompactionEvent.objects.get(ticket=ticket, at_turn=22)
     assert event.status == CompactionStatus.APPLIED
     assert event.attempts == 3
@@ -120,7 +101,7 @@ def test_a_summarizer_that_never_validates_fails_and_replaces_nothing(
     scenario: dict[str, Any], openai_server
 ) -> None:
     with openai_server([Reply(content='{"narrative": "fine"}')]) as fake:
-        ticket = import_scenario(scenario, backend="openai", until=22)
+        ticket = import_t40118(scenario, backend="openai", until=22)
     event = CompactionEvent.objects.get(ticket=ticket, at_turn=22)
     assert event.status == CompactionStatus.FAILED
     assert event.attempts == 3 and len(fake.requests) == 3
@@ -135,7 +116,7 @@ def test_a_summarizer_that_never_validates_fails_and_replaces_nothing(
 @override_settings(SUNDRY_SUMMARIZER_TIMEOUT_SECONDS=0.3)
 def test_a_timeout_is_a_failed_attempt(scenario: dict[str, Any], openai_server) -> None:
     with openai_server([Reply(content=json.dumps(VALID), delay=1.0)]):
-        ticket = import_scenario(scenario, backend="openai", until=22)
+        ticket = import_t40118(scenario, backend="openai", until=22)
     event = CompactionEvent.objects.get(ticket=ticket, at_turn=22)
     assert event.status == CompactionStatus.FAILED
     assert event.attempts == 3
@@ -143,7 +124,7 @@ def test_a_timeout_is_a_failed_attempt(scenario: dict[str, Any], openai_server) 
 
 
 def test_a_turn_compacts_at_most_once(scenario: dict[str, Any]) -> None:
-    ticket = import_scenario(scenario, until=22)
+    ticket = import_t40118(scenario, until=22)
     first = CompactionEvent.objects.get(ticket=ticket, at_turn=22)
     again = compact_ticket(ticket=ticket, at_turn=22)
     assert again is not None and again.pk == first.pk
@@ -152,7 +133,7 @@ def test_a_turn_compacts_at_most_once(scenario: dict[str, Any]) -> None:
 
 def test_a_second_compaction_folds_the_previous_summary_in(scenario: dict[str, Any]) -> None:
     TicketClass.objects.create(slug="standard-8k", token_budget=3000, compaction_threshold=0.8)
-    ticket = import_scenario(scenario)
+    ticket = import_t40118(scenario)
     applied = list(CompactionEvent.objects.filter(ticket=ticket, status="applied").order_by("number"))
     assert len(applied) >= 2
     first, second = applied[0], applied[1]

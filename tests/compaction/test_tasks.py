@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from compaction.models import CompactionEvent
-from tests.compaction.test_compact_ticket import import_scenario
+from tests.factories import import_t40118
 from tickets.importer import ImportTicket
 from tickets.models import Ticket
 from tickets.services import append_turn
@@ -21,7 +21,7 @@ DB_TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 
 
 def test_immediate_backend_compacts_inline_in_the_turn(scenario: dict[str, Any]) -> None:
-    ticket = import_scenario(scenario, until=21)
+    ticket = import_t40118(scenario, until=21)
     turn_22 = ImportTicket.model_validate(scenario).turns[21]
     appended = append_turn(
         ticket=ticket, role=turn_22.role, content=turn_22.content, boundary=turn_22.boundary
@@ -34,7 +34,7 @@ def test_immediate_backend_compacts_inline_in_the_turn(scenario: dict[str, Any])
 def test_database_backend_queues_the_compaction_for_the_worker(scenario: dict[str, Any]) -> None:
     from django_tasks_db.models import DBTaskResult
 
-    ticket = import_scenario(scenario, until=21)
+    ticket = import_t40118(scenario, until=21)
     turn_22 = ImportTicket.model_validate(scenario).turns[21]
     appended = append_turn(
         ticket=ticket, role=turn_22.role, content=turn_22.content, boundary=turn_22.boundary

@@ -10,17 +10,9 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from tickets.errors import IdempotencyKeyInFlight, InvalidInput
-from tickets.models import PinnedState, Ticket
-from tickets.services import (
-    ActionRecorded,
-    Actor,
-    open_question,
-    record_action,
-    record_decision,
-    resolve_question,
-    state_constraint,
-)
+from tickets.errors import IdempotencyKeyInFlight
+from tickets.models import Ticket
+from tickets.services import ActionRecorded, Actor, record_action
 
 
 def _advisory_key(ticket: Ticket, idempotency_key: str) -> int:
@@ -50,26 +42,3 @@ def record_action_once(*, ticket: Ticket, idempotency_key: str, by: Actor, **fie
                 idempotency_key=idempotency_key,
             )
     return record_action(ticket=ticket, idempotency_key=idempotency_key, by=by, **fields)
-
-
-def change_state(
-    *, ticket: Ticket, op: str, text: str, at_turn: int | None, expected_version: int, by: Actor
-) -> PinnedState:
-    """One of the agent's state changes other than actions, checked against the version it read."""
-    if op == "constraint_stated":
-        return state_constraint(
-            ticket=ticket, text=text, at_turn=at_turn, expected_version=expected_version, by=by
-        )
-    if op == "question_opened":
-        return open_question(
-            ticket=ticket, text=text, at_turn=at_turn, expected_version=expected_version, by=by
-        )
-    if op == "question_resolved":
-        return resolve_question(
-            ticket=ticket, question=text, at_turn=at_turn, expected_version=expected_version, by=by
-        )
-    if op == "decision_made":
-        return record_decision(
-            ticket=ticket, text=text, at_turn=at_turn, expected_version=expected_version, by=by
-        )
-    raise InvalidInput(f"unknown op {op!r}", field="op")

@@ -19,9 +19,9 @@ from tickets.api import headers, schema, selectors, serializers
 from tickets.api.exceptions import desk_exception_handler
 from tickets.api.parsers import BoundedJSONParser
 from tickets.api.permissions import AgentWritesStaffReads
-from tickets.api.services import change_state, record_action_once
+from tickets.api.services import record_action_once
 from tickets.models import ActorKind
-from tickets.services import Actor, append_turn, open_ticket
+from tickets.services import Actor, append_turn, change_state, open_ticket
 
 
 class DeskAPIView(APIView):
