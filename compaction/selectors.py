@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
 
 from django.db.models import Sum
 
@@ -118,4 +121,60 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
         tokens=breakdown,
         token_budget=ticket_class.token_budget,
         threshold_tokens=ticket_class.threshold_tokens,
+    )
+
+
+@dataclass(frozen=True)
+class CompactionTotals:
+    """What compaction did and cost on one ticket."""
+
+    applied: int
+    failed: int
+    deferred: int
+    tokens_saved: int
+    summarizer_input_tokens: int
+    summarizer_output_tokens: int
+    cost_usd: Decimal
+    latency_ms: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "applied": self.applied,
+            "failed": self.failed,
+            "deferred": self.deferred,
+            "tokens_saved": self.tokens_saved,
+            "summarizer_input_tokens": self.summarizer_input_tokens,
+            "summarizer_output_tokens": self.summarizer_output_tokens,
+            "cost_usd": str(self.cost_usd),
+            "latency_ms": self.latency_ms,
+        }
+
+
+def totals_of(events: Iterable[CompactionEvent]) -> CompactionTotals:
+    """Totals over events already loaded (a page that lists them needs no extra query)."""
+    events = list(events)
+    return CompactionTotals(
+        applied=sum(1 for e in events if e.status == CompactionStatus.APPLIED),
+        failed=sum(1 for e in events if e.status == CompactionStatus.FAILED),
+        deferred=sum(1 for e in events if e.status == CompactionStatus.DEFERRED),
+        tokens_saved=sum(e.tokens_saved for e in events),
+        summarizer_input_tokens=sum(e.summarizer_input_tokens for e in events),
+        summarizer_output_tokens=sum(e.summarizer_output_tokens for e in events),
+        cost_usd=sum((e.cost_usd for e in events), Decimal("0")),
+        latency_ms=sum(e.latency_ms for e in events),
+    )
+
+
+def compaction_totals(ticket: Ticket) -> CompactionTotals:
+    """Per-ticket totals of compaction (one query)."""
+    return totals_of(
+        CompactionEvent.objects.filter(ticket=ticket).only(
+            "status",
+            "tokens_before",
+            "tokens_after",
+            "summarizer_input_tokens",
+            "summarizer_output_tokens",
+            "cost_usd",
+            "latency_ms",
+        )
     )

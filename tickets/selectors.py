@@ -19,7 +19,7 @@ from django.http import Http404
 from compaction.context import AssembledContext
 from compaction.coverage import action_covered, text_covered
 from compaction.models import CompactionEvent, CompactionStatus, ContextSnapshot
-from compaction.selectors import assemble_context
+from compaction.selectors import CompactionTotals, assemble_context, totals_of
 from compaction.summary import SUMMARY_FIELDS
 from compaction.tokens import REPLY_PRIMING_TOKENS
 from tickets.accounts import ADMIN, SUPERVISOR
@@ -312,6 +312,11 @@ class TicketPage:
     @property
     def applied_compactions(self) -> list[CompactionEvent]:
         return [e for e in self.compactions if e.status == CompactionStatus.APPLIED]
+
+    @property
+    def compaction_totals(self) -> CompactionTotals:
+        """What compaction did and cost on this ticket, from the events already loaded."""
+        return totals_of(self.compactions)
 
 
 def audit_trail(ticket: Ticket) -> list[StateChange]:

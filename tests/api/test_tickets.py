@@ -80,3 +80,29 @@ def test_an_unknown_ticket_is_answered_404_on_every_endpoint(agent: APIClient, d
 def test_a_ticket_id_the_database_cannot_hold_is_just_unknown(agent: APIClient, db: None) -> None:
     assert agent.get("/api/v1/tickets/T%00x/state/").status_code == 404
     assert agent.get(url("T-" + "9" * 100, "state")).status_code == 404
+
+
+def test_the_ticket_shows_what_compaction_cost_it(agent: APIClient, scenario: dict, openai_server) -> None:
+    """Per-ticket totals: the summarizer's usage priced at the class's summarizer prices."""
+    import json
+
+    from compaction.models import CompactionEvent
+    from tests.factories import import_t40118
+    from tests.fake_openai import Reply
+
+    summary = {
+        "decisions": [],
+        "actions_taken": ["issue_refund 4000 cents garden-table at turn 6"],
+        "customer_constraints": ["no replacement wanted"],
+        "open_questions": ["photo of the parasol still outstanding"],
+        "narrative": "Refunded the scratched table; tracking the parasol.",
+    }
+    with openai_server([Reply(content=json.dumps(summary), prompt_tokens=5000, completion_tokens=100)]):
+        ticket = import_t40118(scenario, backend="openai")
+    totals = agent.get(url(ticket)).json()["compaction_totals"]
+    event = CompactionEvent.objects.get(ticket=ticket, status="applied")
+    assert (totals["applied"], totals["deferred"], totals["failed"]) == (1, 1, 0)
+    assert totals["tokens_saved"] == event.tokens_before - event.tokens_after > 6000
+    assert (totals["summarizer_input_tokens"], totals["summarizer_output_tokens"]) == (5000, 100)
+    # 5000 x $0.10 + 100 x $0.40 per million tokens
+    assert totals["cost_usd"] == "0.000540"

@@ -98,3 +98,23 @@ def test_customer_html_is_escaped_on_the_ticket_page(sam: Client) -> None:
 
 def test_unknown_ticket_is_404(sam: Client) -> None:
     assert sam.get("/tickets/T-NOPE/").status_code == 404
+
+
+def test_the_ticket_page_shows_what_compaction_cost(sam: Client, scenario: dict, openai_server) -> None:
+    import json
+
+    from tests.fake_openai import Reply
+
+    summary = {
+        "decisions": [],
+        "actions_taken": ["issue_refund 4000 cents garden-table at turn 6"],
+        "customer_constraints": ["no replacement wanted"],
+        "open_questions": ["photo of the parasol still outstanding"],
+        "narrative": "Refunded the scratched table.",
+    }
+    with openai_server([Reply(content=json.dumps(summary), prompt_tokens=5000, completion_tokens=100)]):
+        ticket = import_t40118(scenario, backend="openai")
+    html = sam.get(f"/tickets/{ticket.ticket_id}/").content.decode()
+    saved = ticket.compactions.get(status="applied").tokens_saved
+    assert "Compaction cost" in html
+    assert "$0.000540" in html and f"{saved} tokens saved" in html

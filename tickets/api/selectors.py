@@ -8,7 +8,13 @@ from django.db.models import QuerySet
 
 from compaction.context import AssembledContext
 from compaction.models import CompactionEvent
-from compaction.selectors import ContextFigures, assemble_context, context_figures
+from compaction.selectors import (
+    CompactionTotals,
+    ContextFigures,
+    assemble_context,
+    compaction_totals,
+    context_figures,
+)
 from tickets.api.fields import storable_text
 from tickets.errors import TicketNotFound
 from tickets.models import PinnedState, Ticket, TicketClass
@@ -49,6 +55,7 @@ class TicketDetail:
     ticket: Ticket
     state_version: int
     figures: ContextFigures
+    compactions: CompactionTotals
 
     def as_json(self) -> dict[str, object]:
         ticket = self.ticket
@@ -64,16 +71,22 @@ class TicketDetail:
             "token_budget": self.figures.token_budget,
             "threshold_tokens": self.figures.threshold_tokens,
             "first_active_turn": self.figures.first_active_turn,
+            "compaction_totals": self.compactions.as_json(),
             "created_at": ticket.created_at,
             "updated_at": ticket.updated_at,
         }
 
 
 def ticket_detail(ticket_id: str) -> TicketDetail:
-    """The ticket with its token figures (three queries)."""
+    """The ticket with its token figures and what compaction cost it (four queries)."""
     pinned = pinned_state_by_ticket_id(ticket_id)
     figures = context_figures(pinned.ticket, state_tokens=pinned.tokens)
-    return TicketDetail(ticket=pinned.ticket, state_version=pinned.version, figures=figures)
+    return TicketDetail(
+        ticket=pinned.ticket,
+        state_version=pinned.version,
+        figures=figures,
+        compactions=compaction_totals(pinned.ticket),
+    )
 
 
 def ticket_context(ticket_id: str) -> AssembledContext:

@@ -105,6 +105,19 @@ class TokensOut(serializers.Serializer):
     total = serializers.IntegerField()
 
 
+class CompactionTotalsOut(serializers.Serializer):
+    applied = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    deferred = serializers.IntegerField()
+    tokens_saved = serializers.IntegerField()
+    summarizer_input_tokens = serializers.IntegerField()
+    summarizer_output_tokens = serializers.IntegerField()
+    cost_usd = serializers.DecimalField(
+        max_digits=12, decimal_places=6, help_text="Summarizer cost in US dollars."
+    )
+    latency_ms = serializers.IntegerField()
+
+
 class TicketOut(serializers.Serializer):
     ticket_id = serializers.CharField()
     order_id = serializers.CharField()
@@ -117,6 +130,7 @@ class TicketOut(serializers.Serializer):
     token_budget = serializers.IntegerField()
     threshold_tokens = serializers.IntegerField()
     first_active_turn = serializers.IntegerField()
+    compaction_totals = CompactionTotalsOut(help_text="What compaction did and cost on this ticket.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
