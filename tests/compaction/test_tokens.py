@@ -30,4 +30,7 @@ def test_special_token_text_is_counted_not_refused() -> None:
 def test_unknown_encoding_is_a_clear_error() -> None:
     with pytest.raises(UnknownEncoding, match="nope"):
         get_encoding("nope")
+    # tiktoken's own cl100k_base would download its file at first use: refused, never fetched.
+    with pytest.raises(UnknownEncoding, match="not an encoding available offline"):
+        get_encoding("cl100k_base")
     assert isinstance(get_encoding(), tiktoken.Encoding)

