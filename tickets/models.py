@@ -127,7 +127,12 @@ class Ticket(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["status", "-updated_at"])]
+        indexes = [
+            models.Index(fields=["status", "-updated_at"]),
+            # The queue's sorts: most tokens, most turns.
+            models.Index(fields=["-context_tokens"], name="ticket_context_tokens_desc"),
+            models.Index(fields=["-turn_count"], name="ticket_turn_count_desc"),
+        ]
 
     def __str__(self) -> str:
         return self.ticket_id

@@ -31,6 +31,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--turns", type=int, default=2000, help="turns in the long ticket (default 2000)")
+        parser.add_argument(
+            "--queue-tickets", type=int, default=100_000, help="tickets behind the queue (default 100000)"
+        )
         parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -38,6 +41,7 @@ class Command(BaseCommand):
         try:
             with transaction.atomic():
                 self.run(options["turns"])
+                self.run_queue(options["queue_tickets"])
                 raise Rollback
         except Rollback:
             pass
@@ -139,3 +143,70 @@ class Command(BaseCommand):
             "long ticket context now (tokens)",
             f"{Ticket.objects.get(pk=ticket.pk).context_tokens} of {klass.token_budget}",
         )
+
+    def run_queue(self, count: int) -> None:
+        """The supervisors' queue over `count` tickets: the first page as the view builds it."""
+        from django.core.paginator import Paginator
+
+        from compaction.models import CompactionStatus
+        from tickets import selectors
+        from tickets.models import PinnedState
+
+        klass = TicketClass.objects.create(slug="bench-queue", token_budget=8000, compaction_threshold=0.8)
+
+        def fill() -> None:
+            batch = 5000
+            for start in range(0, count, batch):
+                tickets = Ticket.objects.bulk_create(
+                    Ticket(
+                        ticket_id=f"Q-{i:07d}",
+                        order_id=f"SU-{i:07d}",
+                        seller_type="marketplace",
+                        ticket_class=klass,
+                        system_prompt="p",
+                        system_prompt_tokens=5,
+                        context_tokens=(i * 7919) % 9000,
+                        turn_count=i % 60,
+                    )
+                    for i in range(start, min(start + batch, count))
+                )
+                PinnedState.objects.bulk_create(PinnedState(ticket=t, data={}) for t in tickets)
+                # One ticket in a hundred has a compaction with a coverage miss, one in 500 a failure.
+                CompactionEvent.objects.bulk_create(
+                    CompactionEvent(
+                        ticket=t,
+                        number=1,
+                        at_turn=1,
+                        status=CompactionStatus.FAILED if n % 5 == 0 else CompactionStatus.APPLIED,
+                        first_replaced_turn=1,
+                        last_replaced_turn=1,
+                        tokens_before=7000,
+                        tokens_after=1000,
+                        threshold_tokens=6400,
+                        coverage_missing_count=0 if n % 5 == 0 else 1,
+                    )
+                    for n, t in enumerate(tickets[::100])
+                )
+                self.stderr.write(f"\r  {min(start + batch, count):,}/{count:,} tickets", ending="")
+            self.stderr.write("")
+
+        self.timed(f"creating {count:,} queue tickets", fill)
+        cases = {
+            "newest": selectors.QueueFilters(),
+            "most tokens": selectors.QueueFilters(sort="tokens"),
+            "search by id prefix": selectors.QueueFilters(q="Q-00123"),
+            "coverage-miss flag": selectors.QueueFilters(flags=(selectors.QueueFlag.COVERAGE_MISS,)),
+            "failed flag": selectors.QueueFilters(flags=(selectors.QueueFlag.FAILED,)),
+        }
+        for label, filters in cases.items():
+            samples = []
+            for _ in range(5):
+                started = time.perf_counter()
+                page = Paginator(selectors.queue_tickets(filters), selectors.QUEUE_PAGE_SIZE).get_page(1)
+                rows = list(page.object_list)
+                total = page.paginator.count
+                samples.append(time.perf_counter() - started)
+            self.record(
+                f"queue page, {label} (ms, median of 5)",
+                f"{statistics.median(samples) * 1000:.1f} ({len(rows)} rows of {total:,})",
+            )
