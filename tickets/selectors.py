@@ -565,25 +565,28 @@ class ClassMetrics:
 
 
 def compaction_metrics() -> list[ClassMetrics]:
-    """Per ticket class: compactions by status, tokens saved, summarizer cost, latency (one query)."""
-    applied = Q(status=CompactionStatus.APPLIED)
+    """Per ticket class, every class listed: compactions by status, tokens saved, summarizer cost,
+    latency (one query)."""
+    event = "tickets__compactions__"
+    applied = Q(**{f"{event}status": CompactionStatus.APPLIED})
     rows = (
-        CompactionEvent.objects.order_by()
-        .values("ticket__ticket_class__slug")
+        TicketClass.objects.order_by("slug")
+        .values("slug")
         .annotate(
-            applied=Count("pk", filter=applied),
-            failed=Count("pk", filter=Q(status=CompactionStatus.FAILED)),
-            deferred=Count("pk", filter=Q(status=CompactionStatus.DEFERRED)),
-            saved=Coalesce(Sum(F("tokens_before") - F("tokens_after"), filter=applied), Value(0)),
-            cost=Coalesce(Sum("cost_usd"), Value(Decimal("0"))),
-            latency=Avg("latency_ms", filter=~Q(status=CompactionStatus.DEFERRED)),
-            misses=Count("pk", filter=Q(coverage_missing_count__gt=0)),
+            applied=Count(f"{event}pk", filter=applied),
+            failed=Count(f"{event}pk", filter=Q(**{f"{event}status": CompactionStatus.FAILED})),
+            deferred=Count(f"{event}pk", filter=Q(**{f"{event}status": CompactionStatus.DEFERRED})),
+            saved=Coalesce(
+                Sum(F(f"{event}tokens_before") - F(f"{event}tokens_after"), filter=applied), Value(0)
+            ),
+            cost=Coalesce(Sum(f"{event}cost_usd"), Value(Decimal("0"))),
+            latency=Avg(f"{event}latency_ms", filter=~Q(**{f"{event}status": CompactionStatus.DEFERRED})),
+            misses=Count(f"{event}pk", filter=Q(**{f"{event}coverage_missing_count__gt": 0})),
         )
-        .order_by("ticket__ticket_class__slug")
     )
     return [
         ClassMetrics(
-            slug=r["ticket__ticket_class__slug"],
+            slug=r["slug"],
             applied=r["applied"],
             failed=r["failed"],
             deferred=r["deferred"],

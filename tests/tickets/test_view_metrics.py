@@ -24,3 +24,15 @@ def test_metrics_show_compactions_and_tokens_saved_per_class(
     applied = ticket.compactions.get(status="applied")
     cells = [c.split("</td>")[0] for c in row.split('<td class="num">')[1:]]
     assert cells[:5] == ["1", "0", "1", "0.0%", str(applied.tokens_before - applied.tokens_after)]
+
+
+def test_a_class_without_compactions_is_listed_with_zeros(client: Client) -> None:
+    from tickets.models import TicketClass
+
+    TicketClass.objects.create(slug="large-32k", token_budget=32000, compaction_threshold=0.85)
+    client.force_login(supervisor())
+    html = client.get("/metrics/").content.decode()
+    row = html[html.index("<td>large-32k</td>") :]
+    row = row[: row.index("</tr>")]
+    cells = [c.split("</td>")[0] for c in row.split('<td class="num">')[1:]]
+    assert cells[:3] == ["0", "0", "0"]
