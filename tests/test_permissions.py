@@ -1,0 +1,111 @@
+"""The permissions matrix of SPEC section 1, end to end: who may do what, through which door."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from rest_framework.test import APIClient
+
+from compaction.models import CompactionEvent, ContextSnapshot
+from tests.factories import import_t40118
+from tickets.accounts import create_agent, create_person
+from tickets.models import PinnedState, StateChange, Ticket, TicketClass, Turn
+
+pytestmark = pytest.mark.django_db
+
+PASSWORD = "matrix-password-123"
+
+
+@pytest.fixture
+def t40118(scenario: dict[str, Any]) -> Ticket:
+    return import_t40118(scenario)
+
+
+def browser(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def agent_api() -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {create_agent(name='bot')}")
+    return client
+
+
+def correction(ticket: Ticket) -> dict[str, str]:
+    return {
+        "op": "constraint_stated",
+        "text": "email only",
+        "reason": "said on the phone",
+        "expected_version": str(PinnedState.objects.get(ticket=ticket).version),
+    }
+
+
+def test_an_agent_cannot_use_the_pages_nor_correct_the_state(t40118: Ticket) -> None:
+    agent = User.objects.get(auth_token__key=create_agent(name="bot-2"))
+    pages = browser(agent)
+    for path in (
+        "/",
+        f"/tickets/{t40118.ticket_id}/",
+        f"/tickets/{t40118.ticket_id}/compactions/2/",
+        "/metrics/",
+    ):
+        assert pages.get(path).status_code == 403, path
+    version = PinnedState.objects.get(ticket=t40118).version
+    assert pages.post(f"/tickets/{t40118.ticket_id}/state/", correction(t40118)).status_code == 403
+    assert PinnedState.objects.get(ticket=t40118).version == version
+    assert not pages.login(username="bot-2", password="")  # an unusable password: no session at all
+
+
+def test_a_supervisor_corrects_the_state_but_cannot_change_budgets(t40118: Ticket) -> None:
+    sue = browser(create_person(username="sue", password=PASSWORD, role="supervisor"))
+    response = sue.post(f"/tickets/{t40118.ticket_id}/state/", correction(t40118))
+    assert response.status_code in (200, 302)
+    assert StateChange.objects.filter(
+        ticket=t40118, actor__username="sue", reason="said on the phone"
+    ).exists()
+    klass = TicketClass.objects.get(slug="standard-8k")
+    assert sue.get("/classes/").status_code == 403
+    budget_edit = sue.post(f"/admin/tickets/ticketclass/{klass.pk}/change/", {"token_budget": "1"})
+    assert budget_edit.status_code == 302 and "/admin/login/" in budget_edit["Location"]
+    assert TicketClass.objects.get(pk=klass.pk).token_budget == 8000
+
+
+def test_a_supervisor_reads_the_api_but_does_not_write_through_it(t40118: Ticket) -> None:
+    sue = APIClient()
+    sue.force_login(create_person(username="sue", password=PASSWORD, role="supervisor"))
+    assert sue.get(f"/api/v1/tickets/{t40118.ticket_id}/state/").status_code == 200
+    response = sue.post(
+        f"/api/v1/tickets/{t40118.ticket_id}/turns/", {"role": "agent", "content": "hi"}, format="json"
+    )
+    assert response.status_code == 403
+    assert Turn.objects.filter(ticket=t40118).count() == 26
+
+
+def test_only_agents_write_through_the_api(t40118: Ticket) -> None:
+    response = agent_api().post(
+        f"/api/v1/tickets/{t40118.ticket_id}/turns/", {"role": "agent", "content": "hi"}, format="json"
+    )
+    assert response.status_code == 201
+
+
+def test_an_admin_changes_budgets_but_nobody_deletes_history(t40118: Ticket) -> None:
+    ada = browser(create_person(username="ada", password=PASSWORD, role="admin"))
+    assert ada.get("/classes/").status_code == 200
+    event = CompactionEvent.objects.get(ticket=t40118, status="applied")
+    targets = {
+        "turn": f"/admin/tickets/turn/{Turn.objects.filter(ticket=t40118).first().pk}/delete/",
+        "audit row": f"/admin/tickets/statechange/{StateChange.objects.filter(ticket=t40118).first().pk}/delete/",
+        "pinned state (its actions)": f"/admin/tickets/pinnedstate/{PinnedState.objects.get(ticket=t40118).pk}/delete/",
+        "compaction event": f"/admin/compaction/compactionevent/{event.pk}/delete/",
+        "snapshot": f"/admin/compaction/contextsnapshot/{ContextSnapshot.objects.get(event=event).pk}/delete/",
+    }
+    for what, path in targets.items():
+        assert ada.post(path, {"post": "yes"}).status_code == 403, what
+    assert Turn.objects.filter(ticket=t40118).count() == 26
+    assert ContextSnapshot.objects.filter(event=event).exists()
+    assert len(PinnedState.objects.get(ticket=t40118).items.actions_taken) == 1
