@@ -153,3 +153,11 @@ def generated_ticket(index: int) -> dict[str, Any]:
         "ticket_class": ticket_class,
         "turns": turns,
     }
+
+
+def demo_status(index: int) -> str:
+    """A spread of statuses, so the queue's status filter has something to filter."""
+    for every, status in ((5, "resolved"), (7, "waiting"), (11, "escalated")):
+        if index % every == every - 1:
+            return status
+    return "open"

@@ -213,3 +213,9 @@ class ReplayForm(forms.Form):
         field = self.fields["turn"]
         field.validators.append(MaxValueValidator(turn_count, message=f"This ticket has {turn_count} turns."))
         field.widget.attrs.update({"min": 1, "max": turn_count})
+
+
+class StatusForm(forms.Form):
+    """A supervisor moves a ticket: escalate it, park it as waiting, resolve or reopen it."""
+
+    status = forms.ChoiceField(choices=TicketStatus.choices, label="Status")

@@ -314,6 +314,10 @@ class TicketPage:
         return [e for e in self.compactions if e.status == CompactionStatus.APPLIED]
 
     @property
+    def status_choices(self) -> list[tuple[str, str]]:
+        return list(TicketStatus.choices)
+
+    @property
     def compaction_totals(self) -> CompactionTotals:
         """What compaction did and cost on this ticket, from the events already loaded."""
         return totals_of(self.compactions)

@@ -28,6 +28,7 @@ from tickets.models import (
     Ticket,
     TicketClass,
     TicketClassChange,
+    TicketStatus,
     Turn,
     TurnRole,
 )
@@ -120,6 +121,21 @@ def open_ticket(
     )
     refresh_context_tokens(ticket=ticket)
     return ticket
+
+
+@transaction.atomic
+def set_ticket_status(*, ticket: Ticket, status: str, by: Actor = SYSTEM) -> Ticket:
+    """Move a ticket between open, waiting, resolved and escalated. The thread and its state stay as they are."""
+    if status not in TicketStatus.values:
+        raise InvalidInput(
+            f"status {status!r} is not one of {', '.join(TicketStatus.values)}", field="status"
+        )
+    locked = Ticket.objects.select_for_update().get(pk=ticket.pk)
+    if locked.status != status:
+        locked.status = status
+        locked.save(update_fields=["status", "updated_at"])
+    ticket.status = locked.status
+    return locked
 
 
 @dataclass(frozen=True)

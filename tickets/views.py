@@ -19,8 +19,15 @@ from django_htmx.http import push_url, trigger_client_event
 
 from tickets import selectors, services
 from tickets.errors import InvalidInput, StaleVersion
-from tickets.forms import CorrectionForm, QueueFilterForm, ReplayForm, correction_panels, correction_targets
-from tickets.models import ActorKind, Ticket
+from tickets.forms import (
+    CorrectionForm,
+    QueueFilterForm,
+    ReplayForm,
+    StatusForm,
+    correction_panels,
+    correction_targets,
+)
+from tickets.models import ActorKind, Ticket, TicketStatus
 
 View = Callable[..., HttpResponse]
 
@@ -160,6 +167,26 @@ def correct_state(request: HttpRequest, ticket_id: str) -> HttpResponse:
         Ticket.objects.select_related("ticket_class", "pinned_state").get(pk=ticket.pk)
     )
     return render(request, "tickets/detail.html", {**context, "page": page}, status=status)
+
+
+@require_POST
+@desk_role()
+def set_status(request: HttpRequest, ticket_id: str) -> HttpResponse:
+    """Escalate, park, resolve or reopen a ticket from its page; a bad status is a 400, nothing changed."""
+    ticket = selectors.get_ticket(ticket_id)
+    form = StatusForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse(
+            f"Unknown status: choose one of {', '.join(TicketStatus.values)}.",
+            status=400,
+            content_type="text/plain",
+        )
+    services.set_ticket_status(
+        ticket=ticket,
+        status=form.cleaned_data["status"],
+        by=services.Actor(kind=ActorKind.SUPERVISOR, user=request.user),  # type: ignore[arg-type]
+    )
+    return redirect(ticket.get_absolute_url())
 
 
 @require_GET

@@ -28,6 +28,7 @@ def test_the_schema_is_valid_openapi_3_and_lists_every_endpoint(schema: dict) ->
     assert operations == {
         ("POST", "/api/v1/tickets/"),
         ("GET", "/api/v1/tickets/{ticket_id}/"),
+        ("PATCH", "/api/v1/tickets/{ticket_id}/"),
         ("POST", "/api/v1/tickets/{ticket_id}/turns/"),
         ("GET", "/api/v1/tickets/{ticket_id}/state/"),
         ("POST", "/api/v1/tickets/{ticket_id}/state/"),

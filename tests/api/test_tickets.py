@@ -106,3 +106,23 @@ def test_the_ticket_shows_what_compaction_cost_it(agent: APIClient, scenario: di
     assert (totals["summarizer_input_tokens"], totals["summarizer_output_tokens"]) == (5000, 100)
     # 5000 x $0.10 + 100 x $0.40 per million tokens
     assert totals["cost_usd"] == "0.000540"
+
+
+def test_an_agent_moves_a_ticket_to_waiting_and_back(agent: APIClient, ticket: Ticket) -> None:
+    response = agent.patch(url(ticket), {"status": "waiting"}, format="json")
+    assert response.status_code == 200
+    assert response.json()["status"] == "waiting"
+    assert Ticket.objects.get(pk=ticket.pk).status == "waiting"
+    assert agent.patch(url(ticket), {"status": "open"}, format="json").json()["status"] == "open"
+
+
+def test_an_unknown_status_is_refused_and_nothing_changes(agent: APIClient, ticket: Ticket) -> None:
+    response = agent.patch(url(ticket), {"status": "closed-forever"}, format="json")
+    assert response.status_code == 400
+    assert "status" in response.json()["message"]
+    assert Ticket.objects.get(pk=ticket.pk).status == "open"
+
+
+def test_a_supervisor_cannot_change_a_status_through_the_api(supervisor: APIClient, ticket: Ticket) -> None:
+    assert supervisor.patch(url(ticket), {"status": "resolved"}, format="json").status_code == 403
+    assert Ticket.objects.get(pk=ticket.pk).status == "open"

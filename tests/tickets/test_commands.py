@@ -31,11 +31,12 @@ def test_create_agent_refuses_an_existing_name() -> None:
 
 def test_load_demo_loads_t40118_and_generated_tickets_and_can_run_again() -> None:
     out = StringIO()
-    call_command("load_demo", "--tickets", "4", stdout=out)
+    call_command("load_demo", "--tickets", "5", stdout=out)
     assert Ticket.objects.filter(ticket_id="T-40118").exists()
-    assert Ticket.objects.count() == 5
+    assert Ticket.objects.count() == 6
+    assert Ticket.objects.get(ticket_id="T-50004").status == "resolved"  # a spread of statuses for the queue
     assert User.objects.filter(username="supervisor", groups__name="supervisor").exists()
     assert "demo agent API token" in out.getvalue()
-    call_command("load_demo", "--tickets", "4", stdout=StringIO())
-    assert Ticket.objects.count() == 5
+    call_command("load_demo", "--tickets", "5", stdout=StringIO())
+    assert Ticket.objects.count() == 6
     assert Ticket.objects.filter(compactions__status="applied").distinct().count() >= 1

@@ -264,3 +264,13 @@ def test_every_change_is_audited_with_consecutive_versions(ticket: Ticket) -> No
     )
     assert versions == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
     assert PinnedState.objects.get(ticket=ticket).version == 5
+
+
+def test_status_moves_and_a_bad_one_is_refused(ticket: Ticket) -> None:
+    from tickets.services import set_ticket_status
+
+    set_ticket_status(ticket=ticket, status="escalated")
+    assert Ticket.objects.get(pk=ticket.pk).status == "escalated"
+    with pytest.raises(InvalidInput, match="not one of open, waiting, resolved, escalated"):
+        set_ticket_status(ticket=ticket, status="archived")
+    assert Ticket.objects.get(pk=ticket.pk).status == "escalated"

@@ -118,3 +118,16 @@ def test_the_ticket_page_shows_what_compaction_cost(sam: Client, scenario: dict,
     saved = ticket.compactions.get(status="applied").tokens_saved
     assert "Compaction cost" in html
     assert "$0.000540" in html and f"{saved} tokens saved" in html
+
+
+def test_a_supervisor_escalates_a_ticket_from_its_page(sam: Client, scenario: dict) -> None:
+    ticket = import_t40118(scenario, until=8)
+    page = sam.get(f"/tickets/{ticket.ticket_id}/").content.decode()
+    assert 'action="/tickets/T-40118/status/"' in page and '<option value="open" selected>' in page
+    response = sam.post(f"/tickets/{ticket.ticket_id}/status/", {"status": "escalated"})
+    assert response.status_code == 302 and response["Location"] == "/tickets/T-40118/"
+    ticket.refresh_from_db()
+    assert ticket.status == "escalated"
+    assert sam.post(f"/tickets/{ticket.ticket_id}/status/", {"status": "gone"}).status_code == 400
+    ticket.refresh_from_db()
+    assert ticket.status == "escalated"

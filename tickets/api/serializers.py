@@ -19,7 +19,7 @@ from tickets.api.fields import (
     StrictSerializer,
 )
 from tickets.api.selectors import ticket_class_by_slug
-from tickets.models import TicketClass
+from tickets.models import TicketClass, TicketStatus
 
 # Bounds that keep every value inside what the columns (PostgreSQL integer) can hold.
 MAX_INT = 2**31 - 1
@@ -45,6 +45,12 @@ class TicketIn(StrictSerializer):
         if found is None:
             raise serializers.ValidationError(f"No ticket class with slug {value!r}.")
         return found
+
+
+class TicketStatusIn(StrictSerializer):
+    status = serializers.ChoiceField(
+        choices=TicketStatus.choices, help_text="open, waiting, resolved or escalated."
+    )
 
 
 class TurnIn(StrictSerializer):

@@ -21,7 +21,7 @@ from tickets.api.parsers import BoundedJSONParser
 from tickets.api.permissions import AgentWritesStaffReads
 from tickets.api.services import record_action_once
 from tickets.models import ActorKind
-from tickets.services import Actor, append_turn, change_state, open_ticket
+from tickets.services import Actor, append_turn, change_state, open_ticket, set_ticket_status
 
 
 class DeskAPIView(APIView):
@@ -79,6 +79,18 @@ class TicketDetailView(DeskAPIView):
     def get(self, request: Request, ticket_id: str) -> Response:
         detail = selectors.ticket_detail(ticket_id)
         return Response(serializers.TicketOut(detail.as_json()).data)
+
+    @extend_schema(
+        operation_id="set_ticket_status",
+        summary="Move the ticket to open, waiting, resolved or escalated",
+        request=serializers.TicketStatusIn,
+        responses={200: serializers.TicketOut, **schema.errors(400, 401, 403, 404, 413)},
+    )
+    def patch(self, request: Request, ticket_id: str) -> Response:
+        ticket = selectors.ticket_by_id(ticket_id)
+        data = _validated(serializers.TicketStatusIn, request)
+        set_ticket_status(ticket=ticket, status=data["status"], by=_agent(request))
+        return Response(serializers.TicketOut(selectors.ticket_detail(ticket_id).as_json()).data)
 
 
 class TurnListView(DeskAPIView):

@@ -7,9 +7,10 @@ from django.core.management.base import BaseCommand, CommandParser
 from rest_framework.authtoken.models import Token
 
 from tickets.accounts import ADMIN, SUPERVISOR, create_agent, create_person
-from tickets.demo import generated_ticket, reference_ticket_path
+from tickets.demo import demo_status, generated_ticket, reference_ticket_path
 from tickets.importer import ImportTicket, import_ticket, load_file
 from tickets.models import Ticket
+from tickets.services import set_ticket_status
 
 DEMO_PEOPLE = [("supervisor", "supervisor-demo", SUPERVISOR), ("admin", "admin-demo", ADMIN)]
 
@@ -32,9 +33,15 @@ class Command(BaseCommand):
         todo = [d for d in wanted if d.ticket_id not in existing]
         if existing:
             self.stdout.write(f"{len(existing)} demo ticket(s) already loaded")
+        statuses = {f"T-{50000 + i}": demo_status(i) for i in range(options["tickets"])}
         for number, doc in enumerate(todo, start=1):
             report = import_ticket(doc, source=str(path) if doc in docs else "generated")
-            self.stdout.write(f"[{number}/{len(todo)}] {report.line()}")
+            status = statuses.get(doc.ticket_id, "open")
+            if status != "open":
+                set_ticket_status(ticket=Ticket.objects.get(ticket_id=doc.ticket_id), status=status)
+            self.stdout.write(
+                f"[{number}/{len(todo)}] {report.line()}" + (f", {status}" if status != "open" else "")
+            )
 
         for username, password, role in DEMO_PEOPLE:
             if not User.objects.filter(username=username).exists():
