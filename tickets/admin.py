@@ -16,7 +16,7 @@ from tickets.models import (
     TicketClassChange,
     Turn,
 )
-from tickets.services import save_ticket_class
+from tickets.services import CLASS_AUDITED_FIELDS, save_ticket_class
 
 
 class AppendOnlyAdmin(admin.ModelAdmin):
@@ -35,20 +35,7 @@ class AppendOnlyAdmin(admin.ModelAdmin):
 class TicketClassForm(forms.ModelForm):
     class Meta:
         model = TicketClass
-        fields = [
-            "slug",
-            "token_budget",
-            "compaction_threshold",
-            "keep_recent_tokens",
-            "summarizer_backend",
-            "summarizer_model",
-            "encoding",
-            "system_prompt",
-            "working_input_price",
-            "working_output_price",
-            "summarizer_input_price",
-            "summarizer_output_price",
-        ]
+        fields = list(CLASS_AUDITED_FIELDS)  # every setting an admin may change is audited
 
     def clean_encoding(self) -> str:
         encoding = self.cleaned_data["encoding"]
