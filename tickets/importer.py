@@ -210,6 +210,7 @@ def import_ticket(doc: ImportTicket, *, by: Actor = SYSTEM, source: str = "") ->
     except DeskError as exc:
         raise ImportFileError(f"{prefix}ticket {doc.ticket_id}: {exc.message}") from None
 
+    counted: set[tuple[str, int]] = set()
     for index, turn_doc in enumerate(doc.turns, start=1):
         where = f"{prefix}ticket {doc.ticket_id}: turns.{index - 1}"
         try:
@@ -240,7 +241,11 @@ def import_ticket(doc: ImportTicket, *, by: Actor = SYSTEM, source: str = "") ->
             )
         outcome = run_policy(ticket=ticket, turn=appended.turn)
         if outcome.status != "not_due":
-            report.compactions[outcome.status] = report.compactions.get(outcome.status, 0) + 1
+            # A deferral stays open over several turns: count events, not the turns that saw them.
+            key = (outcome.status, outcome.event.number if outcome.event else -appended.turn.number)
+            if key not in counted:
+                counted.add(key)
+                report.compactions[outcome.status] = report.compactions.get(outcome.status, 0) + 1
     return report
 
 

@@ -49,3 +49,17 @@ def test_database_backend_queues_the_compaction_for_the_worker(scenario: dict[st
     assert event.at_turn == 22
     ticket = Ticket.objects.get(pk=ticket.pk)
     assert ticket.context_tokens < ticket.ticket_class.threshold_tokens
+
+
+@override_settings(TASKS=DB_TASKS)
+def test_an_import_counts_one_open_deferral_once_while_the_worker_is_behind(tmp_path: Any) -> None:
+    """With the worker backend the request stays due until a worker runs: turns 23-26 reuse deferral #1."""
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("import_tickets", "demo/T-40118.json", stdout=out)
+    assert "compactions: 1 deferred, 2 queued" in out.getvalue()
+    ticket = Ticket.objects.get(ticket_id="T-40118")
+    assert list(CompactionEvent.objects.filter(ticket=ticket).values_list("number", "at_turn", "status")) == [
+        (1, 21, "deferred")
+    ]
