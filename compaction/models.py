@@ -55,9 +55,13 @@ class CompactionEvent(models.Model):
         ordering = ["ticket", "number"]
         indexes = [
             # The queue's flags: a few events among many, found without reading the rest.
-            models.Index(fields=["ticket"], condition=Q(coverage_missing_count__gt=0), name="event_coverage_miss"),
+            models.Index(
+                fields=["ticket"], condition=Q(coverage_missing_count__gt=0), name="event_coverage_miss"
+            ),
             models.Index(fields=["ticket"], condition=Q(status="failed"), name="event_failed"),
-            models.Index(fields=["ticket", "tokens_before"], condition=Q(status="deferred"), name="event_deferred"),
+            models.Index(
+                fields=["ticket", "tokens_before"], condition=Q(status="deferred"), name="event_deferred"
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["ticket", "number"], name="compaction_number_unique_per_ticket"),
