@@ -186,7 +186,7 @@ def _ref(category: str, item: dict[str, Any], label: str) -> dict[str, Any]:
 
 
 def check_coverage(pinned_state: dict[str, Any], summary: dict[str, Any]) -> CoverageReport:
-    """Each action (tool, item, amount), constraint and open question of the state, found or missing."""
+    """Each action (tool, item, amount), constraint, open question and decision of the state, found or missing."""
     covered: list[dict[str, Any]] = []
     missing: list[dict[str, Any]] = []
     for action in pinned_state.get("actions_taken", []):
@@ -204,7 +204,8 @@ def check_coverage(pinned_state: dict[str, Any], summary: dict[str, Any]) -> Cov
         )
         ref = _ref("actions_taken", action, label)
         (covered if action_covered(action, summary.get("actions_taken", [])) else missing).append(ref)
-    for category in ("customer_constraints", "open_questions"):
+    # Decisions too: the seed counts them among the four categories a summary must not lose.
+    for category in ("customer_constraints", "open_questions", "decisions"):
         for entry in pinned_state.get(category, []):
             ref = _ref(category, entry, entry.get("text", ""))
             (covered if text_covered(entry.get("text", ""), summary.get(category, [])) else missing).append(

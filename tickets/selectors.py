@@ -417,7 +417,6 @@ class CoverageItem:
     label: str
     at_turn: int | None
     covered: bool
-    checked: bool = True
 
 
 @dataclass
@@ -460,8 +459,7 @@ def _entry_covers(category: str, entry: str, items: list[dict[str, Any]]) -> lis
 
 def compaction_review(ticket: Ticket, number: int) -> CompactionReview:
     """Both sides of one compaction, with each pinned item tied to its turn (left) and its summary
-    field (right). Coverage of actions, constraints and questions is the report stored on the event
-    when it was written; decisions are not part of that check and are matched here, for display."""
+    field (right). Coverage is the report stored on the event when it was written."""
     try:
         event = CompactionEvent.objects.select_related("snapshot").get(ticket=ticket, number=number)
     except CompactionEvent.DoesNotExist:
@@ -494,19 +492,13 @@ def compaction_review(ticket: Ticket, number: int) -> CompactionReview:
         coverage_items = []
         for item in items:
             item_id = str(item.get("id", ""))
-            if key == "decisions":
-                covered = any(item_id in e.covers for e in entries)
-                checked = False
-            else:
-                covered = (key, item_id) in covered_ids
-                checked = True
+            covered = (key, item_id) in covered_ids
             coverage_items.append(
                 CoverageItem(
                     id=item_id,
                     label=_item_label(key, item),
                     at_turn=item.get("at_turn"),
                     covered=covered if summary else False,
-                    checked=checked,
                 )
             )
         categories.append(ReviewCategory(key=key, label=label, entries=entries, items=coverage_items))

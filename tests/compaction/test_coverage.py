@@ -52,3 +52,20 @@ def test_a_constraint_is_not_covered_by_a_summary_saying_the_opposite() -> None:
     assert text_covered("no replacement wanted", ["declined a replacement"])
     assert text_covered("no replacement wanted", ["Customer doesn't want a replacement"])
     assert not text_covered("only contact by email", ["do not contact by email"])
+
+
+def test_a_decision_left_out_of_the_summary_is_missing() -> None:
+    state = {
+        **STATE,
+        "decisions": [{"id": "D1", "text": "keep the table with a partial refund", "at_turn": 5}],
+    }
+    summary = {
+        "actions_taken": ["issue_refund 4000 cents garden-table at turn 6"],
+        "customer_constraints": ["no replacement wanted"],
+        "open_questions": ["photo of the parasol still outstanding"],
+        "decisions": [],
+    }
+    report = check_coverage(state, summary)
+    assert [(m["category"], m["id"]) for m in report.missing] == [("decisions", "D1")]
+    summary["decisions"] = ["Customer keeps the table; partial refund agreed"]
+    assert check_coverage(state, summary).missing == []
