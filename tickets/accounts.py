@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 from rest_framework.authtoken.models import Token
@@ -12,12 +15,39 @@ ADMIN = "admin"
 ROLES = (AGENT, SUPERVISOR, ADMIN)
 
 
-def has_role(user: object, role: str) -> bool:
+@dataclass(frozen=True)
+class Roles:
+    """A user's desk roles. Superusers are admins; admins are supervisors too."""
+
+    names: frozenset[str]
+
+    @property
+    def agent(self) -> bool:
+        return AGENT in self.names
+
+    @property
+    def supervisor(self) -> bool:
+        return SUPERVISOR in self.names
+
+    @property
+    def admin(self) -> bool:
+        return ADMIN in self.names
+
+
+def roles_of(user: Any) -> Roles:
+    """The one place that reads roles: one query, for the pages and the API alike."""
     if not getattr(user, "is_authenticated", False):
-        return False
-    if role == ADMIN and getattr(user, "is_superuser", False):
-        return True
-    return user.groups.filter(name=role).exists()  # type: ignore[attr-defined]
+        return Roles(frozenset())
+    names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+    if getattr(user, "is_superuser", False):
+        names.add(ADMIN)
+    if ADMIN in names:
+        names.add(SUPERVISOR)
+    return Roles(frozenset(names))
+
+
+def has_role(user: Any, role: str) -> bool:
+    return role in roles_of(user).names
 
 
 @transaction.atomic

@@ -11,7 +11,6 @@ from decimal import Decimal
 from itertools import accumulate
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Avg, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.http import Http404
@@ -22,7 +21,6 @@ from compaction.models import CompactionEvent, CompactionStatus, ContextSnapshot
 from compaction.selectors import CompactionTotals, assemble_context, totals_of
 from compaction.summary import SUMMARY_FIELDS
 from compaction.tokens import REPLY_PRIMING_TOKENS
-from tickets.accounts import ADMIN, SUPERVISOR
 from tickets.models import PinnedState, StateChange, Ticket, TicketClass, TicketStatus, Turn
 from tickets.state import StateItems
 
@@ -36,24 +34,6 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
     ("open_questions", "Open questions"),
 )
 CATEGORY_LABELS = dict(CATEGORIES)
-
-
-# --- roles -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Roles:
-    supervisor: bool
-    admin: bool
-
-
-def roles_of(user: AbstractBaseUser | AnonymousUser) -> Roles:
-    """The desk roles of a user, in one query (admins are supervisors too)."""
-    if not user.is_authenticated:
-        return Roles(supervisor=False, admin=False)
-    names = set(user.groups.filter(name__in=(SUPERVISOR, ADMIN)).values_list("name", flat=True))  # type: ignore[union-attr,attr-defined]
-    admin = bool(getattr(user, "is_superuser", False)) or ADMIN in names
-    return Roles(supervisor=admin or SUPERVISOR in names, admin=admin)
 
 
 # --- the queue -------------------------------------------------------------------------------

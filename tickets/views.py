@@ -18,6 +18,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url, trigger_client_event
 
 from tickets import selectors, services
+from tickets.accounts import roles_of
 from tickets.errors import InvalidInput, StaleVersion
 from tickets.forms import (
     CorrectionForm,
@@ -49,7 +50,7 @@ def desk_role(*, admin: bool = False) -> Callable[[View], View]:
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
-            roles = selectors.roles_of(request.user)
+            roles = roles_of(request.user)
             if not roles.supervisor or (admin and not roles.admin):
                 raise PermissionDenied(
                     "admins only" if admin and roles.supervisor else "the desk is for supervisors and admins"

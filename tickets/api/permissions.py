@@ -7,19 +7,9 @@ from typing import Any
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
-from tickets.accounts import ADMIN, AGENT, SUPERVISOR
+from tickets.accounts import ADMIN, AGENT, SUPERVISOR, roles_of
 
 READER_ROLES = {AGENT, SUPERVISOR, ADMIN}
-
-
-def roles_of(user: Any) -> set[str]:
-    """The user's roles in one query (superusers are admins)."""
-    if not getattr(user, "is_authenticated", False):
-        return set()
-    roles = set(user.groups.values_list("name", flat=True))
-    if user.is_superuser:
-        roles.add(ADMIN)
-    return roles
 
 
 class AgentWritesStaffReads(BasePermission):
@@ -28,7 +18,7 @@ class AgentWritesStaffReads(BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         if not getattr(request.user, "is_authenticated", False):
             return False
-        roles = roles_of(request.user)
+        roles = roles_of(request.user).names
         if request.method in SAFE_METHODS:
             if roles & READER_ROLES:
                 return True
