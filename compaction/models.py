@@ -19,9 +19,6 @@ class CompactionEventQuerySet(models.QuerySet["CompactionEvent"]):
     def applied(self) -> CompactionEventQuerySet:
         return self.filter(status=CompactionStatus.APPLIED)
 
-    def with_coverage_misses(self) -> CompactionEventQuerySet:
-        return self.filter(coverage_missing_count__gt=0)
-
 
 class CompactionEvent(models.Model):
     """One decision of the compaction policy that did something: applied, failed or deferred."""

@@ -27,7 +27,7 @@ class ContextFigures:
 
 
 def _active_compaction(ticket: Ticket, through_turn: int | None = None) -> CompactionEvent | None:
-    events = CompactionEvent.objects.filter(ticket=ticket, status=CompactionStatus.APPLIED)
+    events = CompactionEvent.objects.filter(ticket=ticket).applied()
     if through_turn is not None:
         events = events.filter(at_turn__lte=through_turn)
     return (

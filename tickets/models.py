@@ -6,7 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import Q
 from django.urls import reverse
 
 from tickets.state import StateItems, agent_state
@@ -95,19 +95,6 @@ class TicketStatus(models.TextChoices):
     ESCALATED = "escalated", "Escalated"
 
 
-class TicketQuerySet(models.QuerySet["Ticket"]):
-    def open(self) -> TicketQuerySet:
-        return self.exclude(status=TicketStatus.RESOLVED)
-
-    def over_threshold(self) -> TicketQuerySet:
-        return self.filter(
-            context_tokens__gt=F("ticket_class__token_budget") * F("ticket_class__compaction_threshold")
-        )
-
-    def over_budget(self) -> TicketQuerySet:
-        return self.filter(context_tokens__gt=F("ticket_class__token_budget"))
-
-
 class Ticket(models.Model):
     ticket_id = models.CharField(max_length=64, unique=True)
     order_id = models.CharField(max_length=64, db_index=True)
@@ -122,8 +109,6 @@ class Ticket(models.Model):
     turn_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-
-    objects = TicketQuerySet.as_manager()
 
     class Meta:
         ordering = ["-updated_at"]

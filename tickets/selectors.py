@@ -19,7 +19,6 @@ from compaction.context import AssembledContext
 from compaction.coverage import action_covered, text_covered
 from compaction.models import CompactionEvent, CompactionStatus, ContextSnapshot
 from compaction.selectors import CompactionTotals, assemble_context, totals_of
-from compaction.summary import SUMMARY_FIELDS
 from compaction.tokens import REPLY_PRIMING_TOKENS
 from tickets.models import PinnedState, StateChange, Ticket, TicketClass, TicketStatus, Turn
 from tickets.state import StateItems
@@ -507,7 +506,8 @@ def replay(ticket: Ticket, turn: int) -> Replay:
     """The exact request the agent was given right after turn `turn` (the state, summary and turns then)."""
     context = assemble_context(ticket, through_turn=turn)
     active = (
-        CompactionEvent.objects.filter(ticket=ticket, status=CompactionStatus.APPLIED, at_turn__lte=turn)
+        CompactionEvent.objects.filter(ticket=ticket, at_turn__lte=turn)
+        .applied()
         .order_by("-number")
         .values_list("number", flat=True)
         .first()
@@ -578,7 +578,3 @@ def compaction_metrics() -> list[ClassMetrics]:
 def class_table() -> QuerySet[TicketClass]:
     """Budgets per class, with how many tickets each holds (one query)."""
     return TicketClass.objects.annotate(ticket_count=Count("tickets")).order_by("slug")
-
-
-STATUS_CHOICES = TicketStatus.choices
-SUMMARY_CATEGORIES = SUMMARY_FIELDS
