@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compaction.policy import TurnInfo, at_boundary, choose_cut, is_due, waiting_on_tool
+from compaction.policy import TurnInfo, at_boundary, choose_cut, is_due, pair_results, waiting_on_tool
 
 
 def t(number: int, role: str, tokens: int = 10, boundary: str = "", call: str = "") -> TurnInfo:
@@ -54,7 +54,8 @@ def test_cut_never_separates_a_tool_call_from_its_result() -> None:
     assert [x.number for x in turns[cut:]] == [4]
 
 
-def test_a_late_duplicate_result_of_a_replaced_call_is_replaced_too() -> None:
+def test_a_late_duplicate_result_is_an_orphan_and_does_not_move_the_cut() -> None:
+    """The second c4 result answers no unanswered call: it pairs with nothing, so it constrains no cut."""
     turns = [
         t(1, "tool_call", 20, call="c4"),
         t(2, "tool_result", 2000, call="c4"),
@@ -62,8 +63,9 @@ def test_a_late_duplicate_result_of_a_replaced_call_is_replaced_too() -> None:
         t(4, "tool_result", 2500, call="c4"),
         t(5, "agent", 30, boundary="reply_sent"),
     ]
+    assert pair_results(turns) == {2: 1}
     cut = choose_cut(turns, keep_recent_tokens=2600)
-    assert [x.number for x in turns[cut:]] == [5]
+    assert [x.number for x in turns[cut:]] == [3, 4, 5]
 
 
 def test_nothing_to_replace_when_the_tail_fits_everything() -> None:
