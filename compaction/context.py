@@ -10,27 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction.tokens import REPLY_PRIMING_TOKENS, compact_json, count_message
+from tickets.tokens import REPLY_PRIMING_TOKENS, compact_json, state_message, turn_text
 
-STATE_PREFIX = "Pinned ticket state (authoritative, maintained by code; never summarized):\n"
 SUMMARY_PREFIX = "Summary of earlier turns (replaced by compaction):\n"
-
-
-def turn_text(*, role: str, content: str, tool: str = "", args: Any = None, tool_call_id: str = "") -> str:
-    """The text of a turn as the model sees it (and as its tokens are counted)."""
-    if role == "tool_call":
-        return f"{tool}({compact_json(args if args is not None else {})})"
-    return content
-
-
-def count_turn(*, role: str, content: str, tool: str, args: Any, tool_call_id: str, encoding: str) -> int:
-    return count_message(
-        turn_text(role=role, content=content, tool=tool, args=args, tool_call_id=tool_call_id), encoding
-    )
-
-
-def state_message(state_json: dict[str, Any]) -> str:
-    return STATE_PREFIX + compact_json(state_json)
 
 
 def summary_message(summary: dict[str, Any]) -> str:

@@ -10,14 +10,27 @@ from tickets.models import Ticket
 
 
 class CompactionStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
     APPLIED = "applied", "Applied"
+    FORCED = "forced", "Forced (hard ceiling)"
     FAILED = "failed", "Failed"
     DEFERRED = "deferred", "Deferred"
+    OVER_BUDGET = "over_budget", "Over budget, no safe cut"
+    SUPERSEDED = "superseded", "Superseded"
+
+    @classmethod
+    def replacing(cls) -> tuple[str, ...]:
+        """The statuses whose summary replaced turns: the active summary is the newest of these."""
+        return (cls.APPLIED, cls.FORCED)
 
 
 class CompactionEventQuerySet(models.QuerySet["CompactionEvent"]):
     def applied(self) -> CompactionEventQuerySet:
-        return self.filter(status=CompactionStatus.APPLIED)
+        """Compactions whose summary replaced turns (at a boundary or forced by the hard ceiling)."""
+        return self.filter(status__in=CompactionStatus.replacing())
+
+    def pending(self) -> CompactionEventQuerySet:
+        return self.filter(status=CompactionStatus.PENDING)
 
 
 class CompactionEvent(models.Model):
@@ -26,12 +39,19 @@ class CompactionEvent(models.Model):
     ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="compactions")
     number = models.PositiveIntegerField(help_text="1 for the ticket's first event, 2 for the next, ...")
     at_turn = models.PositiveIntegerField(help_text="The turn whose append triggered this event.")
+    upto_turn = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The newest turn the compaction may replace up to: later boundaries join a pending one.",
+    )
     status = models.CharField(max_length=20, choices=CompactionStatus.choices)
+    reason = models.TextField(blank=True, help_text="Why it was forced, failed, superseded or over budget.")
     first_replaced_turn = models.PositiveIntegerField(null=True, blank=True)
     last_replaced_turn = models.PositiveIntegerField(null=True, blank=True)
     tokens_before = models.PositiveIntegerField()
     tokens_after = models.PositiveIntegerField(null=True, blank=True)
     threshold_tokens = models.PositiveIntegerField()
+    token_budget = models.PositiveIntegerField(default=0, help_text="The class budget in force at the time.")
     attempts = models.PositiveSmallIntegerField(default=0)
     validation_errors = models.JSONField(default=list, blank=True)
     summarizer_backend = models.CharField(max_length=20, blank=True)
@@ -44,7 +64,11 @@ class CompactionEvent(models.Model):
     summary_tokens = models.PositiveIntegerField(default=0)
     coverage = models.JSONField(default=dict, blank=True, help_text='{"covered": [...], "missing": [...]}')
     coverage_missing_count = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(
+        auto_now_add=True, help_text="When it was claimed (queued) or recorded."
+    )
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When the summarizer call began.")
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     objects = CompactionEventQuerySet.as_manager()
 
@@ -65,9 +89,13 @@ class CompactionEvent(models.Model):
             # A turn compacts at most once, whatever retries and concurrent requests do.
             models.UniqueConstraint(fields=["ticket", "at_turn"], name="one_compaction_event_per_turn"),
             models.CheckConstraint(
-                condition=~Q(status="applied")
+                condition=~Q(status__in=["applied", "forced"])
                 | (Q(first_replaced_turn__isnull=False) & Q(last_replaced_turn__isnull=False)),
                 name="applied_compaction_names_its_turns",
+            ),
+            # At most one compaction waits for the worker per ticket: later boundaries join it.
+            models.UniqueConstraint(
+                fields=["ticket"], condition=Q(status="pending"), name="one_pending_compaction_per_ticket"
             ),
         ]
 

@@ -26,13 +26,19 @@ class ContextFigures:
         return self.tokens.total
 
 
-def _active_compaction(ticket: Ticket, through_turn: int | None = None) -> CompactionEvent | None:
+def pending_compaction(ticket: Ticket) -> CompactionEvent | None:
+    """The ticket's claimed compaction that has not finished yet (at most one)."""
+    return CompactionEvent.objects.pending().filter(ticket=ticket).first()
+
+
+def active_compaction(ticket: Ticket, through_turn: int | None = None) -> CompactionEvent | None:
+    """The compaction whose summary is in the request now (or right after `through_turn`)."""
     events = CompactionEvent.objects.filter(ticket=ticket).applied()
     if through_turn is not None:
         events = events.filter(at_turn__lte=through_turn)
     return (
         events.order_by("-number")
-        .only("summary", "summary_tokens", "first_replaced_turn", "last_replaced_turn")
+        .only("number", "summary", "summary_tokens", "first_replaced_turn", "last_replaced_turn")
         .first()
     )
 
@@ -40,7 +46,7 @@ def _active_compaction(ticket: Ticket, through_turn: int | None = None) -> Compa
 def context_figures(ticket: Ticket, *, state_tokens: int | None = None) -> ContextFigures:
     """Token figures of the request an agent would assemble now (3 queries at most)."""
     ticket_class = ticket.ticket_class
-    active = _active_compaction(ticket)
+    active = active_compaction(ticket)
     first_active = (active.last_replaced_turn or 0) + 1 if active else 1
     turn_tokens = (
         Turn.objects.filter(ticket=ticket, number__gte=first_active).aggregate(total=Sum("tokens"))["total"]
@@ -70,7 +76,7 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
     the turns it covered. That is the replay a supervisor needs after an incident.
     """
     ticket_class = ticket.ticket_class
-    active = _active_compaction(ticket, through_turn)
+    active = active_compaction(ticket, through_turn)
     first_active = (active.last_replaced_turn or 0) + 1 if active else 1
 
     if through_turn is None:

@@ -1,118 +1,251 @@
-"""Compaction writes: the policy run after each turn, and the compaction itself."""
+"""Compaction writes, in three steps that never hold the ticket while a model thinks.
+
+1. `decide` runs inside the turn's transaction: is compaction due, is this a safe moment, must the hard
+   ceiling force it? It claims the turn by creating a `pending` event (the unique constraints make the
+   claim decisive), or joins the ticket's pending one, or records a deferral or an over-budget event.
+2. `run_compaction` takes the claimed event, reads the window and calls the summarizer with no
+   transaction open and no lock held, all attempts inside one deadline.
+3. It then applies the summary in a short locked transaction that re-checks that the window is
+   unchanged; if another compaction got there first, the result is recorded as `superseded`.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Max
-from django.tasks import TaskResultStatus
+from django.db.models import Max, Q, Sum
+from django.utils import timezone
 from pydantic import ValidationError
 
 from compaction.context import summary_message
 from compaction.coverage import check_coverage
 from compaction.models import CompactionEvent, CompactionStatus, ContextSnapshot
-from compaction.policy import TurnInfo, at_boundary, choose_cut, is_due
-from compaction.selectors import assemble_context, context_figures
+from compaction.policy import TurnInfo, at_boundary, complete_prefix, is_due, plan_cut
+from compaction.selectors import active_compaction, assemble_context, pending_compaction
 from compaction.summarizers import SummarizerError, SummaryRequest, get_summarizer
 from compaction.summary import Summary
-from compaction.tokens import count_message
 from tickets.models import Ticket, TicketClass, Turn
+from tickets.services.context_size import set_context_tokens
+from tickets.tokens import REPLY_PRIMING_TOKENS, count_message
 
 logger = logging.getLogger(__name__)
 
 ATTEMPTS = 3
 MILLION = Decimal(1_000_000)
+# Before the summarizer answers, the cut is chosen against an estimate of the summary's size.
+SUMMARY_ESTIMATE_TOKENS = 300
+# After a failure, a ticket's next boundaries wait (the hard ceiling does not): the wait doubles with each
+# failure in a row, counted in turns or in time, whichever comes first.
+BACKOFF_TURNS = 4
+BACKOFF_SECONDS = 60
+# A claimed compaction whose run started this long ago and never finished (a killed worker) may be retaken.
+STALE_RUN = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
 class PolicyOutcome:
-    """What the policy did with a turn: not_due, deferred, applied, failed, or queued (worker backend)."""
+    """What the policy did with a turn: the status the turn answer reports, and the event behind it.
+
+    Statuses: not_due, deferred, queued (a worker will run it), applied, forced, failed, over_budget,
+    superseded.
+    """
 
     status: str
     event: CompactionEvent | None = None
+    reason: str = ""
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status}
-        if self.event is not None:
-            event = self.event
-            out.update(
-                {
-                    "number": event.number,
-                    "at_turn": event.at_turn,
-                    "replaced_turns": (
-                        [event.first_replaced_turn, event.last_replaced_turn]
-                        if event.first_replaced_turn is not None
-                        else None
-                    ),
-                    "tokens_before": event.tokens_before,
-                    "tokens_after": event.tokens_after,
-                    "coverage_missing": event.coverage.get("missing", []) if event.coverage else [],
-                }
-            )
+        if self.reason:
+            out["reason"] = self.reason
+        event = self.event
+        if event is None:
+            return out
+        out.update(
+            {
+                "number": event.number,
+                "at_turn": event.at_turn,
+                "replaced_turns": (
+                    [event.first_replaced_turn, event.last_replaced_turn]
+                    if event.first_replaced_turn is not None
+                    else None
+                ),
+                "tokens_before": event.tokens_before,
+                "tokens_after": event.tokens_after,
+                "coverage_missing": event.coverage.get("missing", []) if event.coverage else [],
+            }
+        )
+        if event.reason and "reason" not in out:
+            out["reason"] = event.reason
+        if event.status == CompactionStatus.PENDING:
+            out["pending_since"] = event.created_at.isoformat()
+            out["upto_turn"] = event.upto_turn
         return out
 
 
-def _window(ticket: Ticket, first_active_turn: int) -> list[TurnInfo]:
-    rows = (
-        Turn.objects.filter(ticket=ticket, number__gte=first_active_turn)
-        .order_by("number")
-        .values_list("number", "role", "tokens", "boundary", "tool_call_id")
-    )
-    return [TurnInfo(number=n, role=r, tokens=t, boundary=b, tool_call_id=c) for n, r, t, b, c in rows]
+@dataclass(frozen=True)
+class Decision:
+    """Step 1's verdict. `run_now` asks the caller to run the claimed event before answering the turn."""
+
+    outcome: PolicyOutcome
+    claimed: CompactionEvent | None = None
+    run_now: bool = False
+
+
+def _window(ticket: Ticket, first_active_turn: int, *, upto: int | None = None) -> list[TurnInfo]:
+    rows = Turn.objects.filter(ticket=ticket, number__gte=first_active_turn)
+    if upto is not None:
+        rows = rows.filter(number__lte=upto)
+    return [
+        TurnInfo(number=n, role=r, tokens=t, boundary=b, tool_call_id=c, tool=tool)
+        for n, r, t, b, c, tool in rows.order_by("number").values_list(
+            "number", "role", "tokens", "boundary", "tool_call_id", "tool"
+        )
+    ]
 
 
 def _next_number(ticket: Ticket) -> int:
     return (CompactionEvent.objects.filter(ticket=ticket).aggregate(n=Max("number"))["n"] or 0) + 1
 
 
-def run_policy(*, ticket: Ticket, turn: Turn) -> PolicyOutcome:
-    """After a turn is stored: compact if due at a boundary, record a deferral if due mid-decision."""
-    # The stored context size is current (every writer keeps it so), but the caller's instance may predate
-    # state changes made with this turn: read the row, not the instance. No aggregate when not due.
-    current = Ticket.objects.values_list("context_tokens", flat=True).get(pk=ticket.pk)
-    ticket.context_tokens = current
-    if not is_due(current, ticket.ticket_class.threshold_tokens):
-        return PolicyOutcome(status="not_due")
-    figures = context_figures(ticket)
-    window = _window(ticket, figures.first_active_turn)
-    if not at_boundary(window):
-        return PolicyOutcome(
-            status="deferred", event=_record_deferral(ticket=ticket, turn=turn, total=figures.total)
-        )
-
-    from compaction.tasks import compact_ticket_task
-
-    result = compact_ticket_task.enqueue(ticket_pk=ticket.pk, at_turn=turn.number)
-    if result.status == TaskResultStatus.READY or result.status == TaskResultStatus.RUNNING:
-        return PolicyOutcome(status="queued")
-    event = CompactionEvent.objects.filter(ticket=ticket, at_turn=turn.number).first()
-    if event is None:
-        if result.status == TaskResultStatus.FAILED:
-            logger.error("compaction task for %s turn %s crashed: %s", ticket, turn.number, result.errors)
-            return PolicyOutcome(status="failed")
-        return PolicyOutcome(status="not_due")
-    ticket.context_tokens = Ticket.objects.values_list("context_tokens", flat=True).get(pk=ticket.pk)
-    return PolicyOutcome(status=event.status, event=event)
+def _first_active_turn(ticket: Ticket) -> int:
+    active = active_compaction(ticket)
+    return (active.last_replaced_turn or 0) + 1 if active else 1
 
 
-def _record_deferral(*, ticket: Ticket, turn: Turn, total: int) -> CompactionEvent:
-    """One deferred event per stretch: a second mid-decision turn reuses the open deferral."""
+def _backing_off(ticket: Ticket, turn: Turn) -> str:
+    """Why the next try waits after failures, or "" when it may go ahead."""
+    recent = list(
+        CompactionEvent.objects.filter(ticket=ticket)
+        .exclude(status__in=[CompactionStatus.DEFERRED, CompactionStatus.OVER_BUDGET])
+        .order_by("-number")
+        .only("status", "at_turn", "created_at")[:8]
+    )
+    failures = 0
+    for event in recent:
+        if event.status != CompactionStatus.FAILED:
+            break
+        failures += 1
+    if not failures:
+        return ""
+    last = recent[0]
+    wait_turns = BACKOFF_TURNS * 2 ** (failures - 1)
+    wait = timedelta(seconds=BACKOFF_SECONDS * 2 ** (failures - 1))
+    if turn.number - last.at_turn >= wait_turns or timezone.now() - last.created_at >= wait:
+        return ""
+    return (
+        f"backing off after {failures} failed compaction(s) in a row: next try from turn "
+        f"{last.at_turn + wait_turns} or {(last.created_at + wait).isoformat(timespec='seconds')}"
+    )
+
+
+def _record_once(*, ticket: Ticket, turn: Turn, status: str, total: int, reason: str) -> CompactionEvent:
+    """One deferred (or over-budget) event per stretch: a later turn of the same stretch reuses it."""
     latest = CompactionEvent.objects.filter(ticket=ticket).order_by("-number").first()
-    if latest is not None and latest.status == CompactionStatus.DEFERRED:
+    if latest is not None and latest.status == status:
         return latest
+    ticket_class = ticket.ticket_class
     return CompactionEvent.objects.create(
         ticket=ticket,
         number=_next_number(ticket),
         at_turn=turn.number,
-        status=CompactionStatus.DEFERRED,
+        status=status,
+        reason=reason,
         tokens_before=total,
-        threshold_tokens=ticket.ticket_class.threshold_tokens,
+        threshold_tokens=ticket_class.threshold_tokens,
+        token_budget=ticket_class.token_budget,
     )
+
+
+def _claim(*, ticket: Ticket, turn: Turn, total: int, reason: str = "") -> CompactionEvent | None:
+    ticket_class = ticket.ticket_class
+    try:
+        with transaction.atomic():
+            return CompactionEvent.objects.create(
+                ticket=ticket,
+                number=_next_number(ticket),
+                at_turn=turn.number,
+                upto_turn=turn.number,
+                status=CompactionStatus.PENDING,
+                reason=reason,
+                tokens_before=total,
+                threshold_tokens=ticket_class.threshold_tokens,
+                token_budget=ticket_class.token_budget,
+                summarizer_backend=ticket_class.summarizer_backend,
+                summarizer_model=ticket_class.summarizer_model,
+            )
+    except IntegrityError:
+        return None  # this turn already compacted, or another claim is pending: the constraints decided
+
+
+def decide(*, ticket: Ticket, turn: Turn) -> Decision:
+    """Step 1, inside the turn's transaction (the ticket row is locked by the append).
+
+    Due on tokens; at a boundary, claim (or join the pending claim); past the budget itself with no
+    boundary, force a compaction of what is complete now; with no safe cut, record `over_budget`.
+    """
+    current = Ticket.objects.values_list("context_tokens", flat=True).get(pk=ticket.pk)
+    ticket.context_tokens = current
+    ticket_class = ticket.ticket_class
+    if not is_due(current, ticket_class.threshold_tokens):
+        return Decision(PolicyOutcome(status="not_due"))
+    over_budget = current > ticket_class.token_budget
+    pending = pending_compaction(ticket)
+    window = _window(ticket, _first_active_turn(ticket))
+    boundary = at_boundary(window)
+
+    if pending is not None and not (boundary or over_budget):
+        # Due mid-decision while a claim waits for the worker: the pending claim covers this stretch.
+        return Decision(PolicyOutcome(status="queued", event=pending))
+    if pending is not None:
+        # Later boundaries join the pending claim: when it runs it compacts up to the newest of them.
+        pending.upto_turn = turn.number
+        pending.save(update_fields=["upto_turn"])
+        if over_budget:
+            # The hard ceiling holds whatever the backend: run it now rather than wait for the worker.
+            return Decision(PolicyOutcome(status="queued", event=pending), claimed=pending, run_now=True)
+        return Decision(PolicyOutcome(status="queued", event=pending))
+
+    if boundary:
+        wait = "" if over_budget else _backing_off(ticket, turn)
+        if wait:
+            return Decision(PolicyOutcome(status="deferred", reason=wait))
+        claimed = _claim(ticket=ticket, turn=turn, total=current)
+        if claimed is None:
+            return Decision(PolicyOutcome(status="not_due"))
+        return Decision(PolicyOutcome(status="queued", event=claimed), claimed=claimed, run_now=over_budget)
+
+    if over_budget:
+        if complete_prefix(window) == 0:
+            reason = (
+                f"the request is {current} tokens, over the {ticket_class.token_budget}-token budget, and "
+                "no safe cut exists: every turn since the last compaction belongs to an unfinished tool exchange"
+            )
+            event = _record_once(
+                ticket=ticket, turn=turn, status=CompactionStatus.OVER_BUDGET, total=current, reason=reason
+            )
+            return Decision(PolicyOutcome(status="over_budget", event=event, reason=reason))
+        reason = f"hard ceiling: {current} tokens exceed the {ticket_class.token_budget}-token budget before a boundary"
+        claimed = _claim(ticket=ticket, turn=turn, total=current, reason=reason)
+        if claimed is None:
+            return Decision(PolicyOutcome(status="not_due"))
+        return Decision(PolicyOutcome(status="queued", event=claimed), claimed=claimed, run_now=True)
+
+    event = _record_once(
+        ticket=ticket,
+        turn=turn,
+        status=CompactionStatus.DEFERRED,
+        total=current,
+        reason="due mid-decision: a tool exchange is unfinished or the turn completes no step",
+    )
+    return Decision(PolicyOutcome(status="deferred", event=event))
 
 
 def summarizer_cost(ticket_class: TicketClass, input_tokens: int, output_tokens: int) -> Decimal:
@@ -122,90 +255,206 @@ def summarizer_cost(ticket_class: TicketClass, input_tokens: int, output_tokens:
     ) / MILLION
 
 
-@transaction.atomic
-def compact_ticket(*, ticket: Ticket, at_turn: int) -> CompactionEvent | None:
-    """Replace the old turns of the active window by a validated summary.
-
-    Runs at most once per ticket and turn: the ticket row is locked and an existing event for the
-    turn is returned as it is (the database's unique constraint backs this up). Returns None when
-    compaction is no longer due (another compaction got there first).
-    """
-    locked = Ticket.objects.select_for_update().select_related("ticket_class").get(pk=ticket.pk)
-    existing = CompactionEvent.objects.filter(ticket=locked, at_turn=at_turn).first()
-    if existing is not None:
-        return existing
-    ticket_class = locked.ticket_class
-    figures = context_figures(locked)
-    if not is_due(figures.total, figures.threshold_tokens):
+def _take(event_pk: int) -> CompactionEvent | None:
+    """Mark a pending event as started; None when another run has it (or it is no longer pending)."""
+    now = timezone.now()
+    taken = (
+        CompactionEvent.objects.filter(pk=event_pk, status=CompactionStatus.PENDING)
+        .filter(Q(started_at__isnull=True) | Q(started_at__lt=now - STALE_RUN))
+        .update(started_at=now)
+    )
+    if not taken:
         return None
+    return CompactionEvent.objects.select_related("ticket__ticket_class").get(pk=event_pk)
 
-    window = _window(locked, figures.first_active_turn)
-    window = [t for t in window if t.number <= at_turn]
-    cut = choose_cut(window, ticket_class.effective_keep_recent_tokens)
-    context = assemble_context(locked)
-    previous_summary = context.summary
-    event = CompactionEvent(
-        ticket=locked,
-        number=_next_number(locked),
-        at_turn=at_turn,
-        tokens_before=figures.total,
-        threshold_tokens=figures.threshold_tokens,
-        summarizer_backend=ticket_class.summarizer_backend,
-        summarizer_model=ticket_class.summarizer_model,
-    )
-    snapshot_messages = context.messages()
-    if cut == 0:
-        event.status = CompactionStatus.FAILED
-        event.validation_errors = ["nothing to replace: the recent tail alone fills the window"]
-        return _save(event, snapshot_messages, context.pinned_state, None)
 
-    replaced = window[:cut]
-    replaced_numbers = {t.number for t in replaced}
-    request = SummaryRequest(
-        ticket_id=locked.ticket_id,
-        model=ticket_class.summarizer_model,
-        pinned_state=context.pinned_state,
-        previous_summary=previous_summary,
-        turns=[m for m in snapshot_messages if m.get("turn") in replaced_numbers],
-    )
-    summarizer = get_summarizer(ticket_class.summarizer_backend)
-    summary: Summary | None = None
+def _finish(event: CompactionEvent, status: str, reason: str, fields: list[str]) -> CompactionEvent:
+    event.status = status
+    event.reason = reason
+    event.finished_at = timezone.now()
+    event.save(update_fields=["status", "reason", "finished_at", *fields])
+    return event
+
+
+def _summarize(
+    request: SummaryRequest, event: CompactionEvent, deadline_seconds: float
+) -> tuple[Summary | None, list[str]]:
+    """Up to ATTEMPTS calls, all inside one deadline. Nothing here touches the database."""
+    summarizer = get_summarizer(event.summarizer_backend)
     errors: list[str] = []
-    started = time.perf_counter()
+    started = time.monotonic()
     for attempt in range(1, ATTEMPTS + 1):
+        remaining = deadline_seconds - (time.monotonic() - started)
+        if remaining <= 0.05:
+            errors.append(f"attempt {attempt}: not made, the {deadline_seconds:g}s deadline was reached")
+            break
         event.attempts = attempt
         try:
-            reply = summarizer.summarize(request)
+            reply = summarizer.summarize(request, timeout=remaining)
         except SummarizerError as exc:
             errors.append(f"attempt {attempt}: {exc}")
             continue
         event.summarizer_input_tokens += reply.input_tokens
         event.summarizer_output_tokens += reply.output_tokens
         try:
-            summary = Summary.model_validate_json(reply.text)
+            return Summary.model_validate_json(reply.text), errors
         except ValidationError as exc:
             errors.append(f"attempt {attempt}: {_describe(exc)}")
-            continue
-        break
+    return None, errors
+
+
+def run_compaction(*, event_pk: int, deadline_seconds: float | None = None) -> CompactionEvent:
+    """Steps 2 and 3 for a claimed event. Call with no transaction open: the summarizer call holds nothing."""
+    event = _take(event_pk)
+    if event is None:
+        return CompactionEvent.objects.get(pk=event_pk)
+    try:
+        return _run(event, deadline_seconds or settings.SUNDRY_COMPACTION_DEADLINE_SECONDS)
+    except Exception as exc:  # a crash must leave a failed event, never a claim that blocks the ticket
+        logger.exception("compaction %s of %s crashed", event.number, event.ticket)
+        event.validation_errors = [*event.validation_errors, f"crashed: {type(exc).__name__}: {exc}"]
+        return _finish(event, CompactionStatus.FAILED, "the compaction crashed", ["validation_errors"])
+
+
+def _run(event: CompactionEvent, deadline_seconds: float) -> CompactionEvent:
+    ticket = event.ticket
+    ticket_class = ticket.ticket_class
+    # Read: the window as it stands, no lock.
+    context = assemble_context(ticket)
+    active_before = active_compaction(ticket)
+    upto = event.upto_turn or event.at_turn
+    window = [
+        TurnInfo(
+            number=t.number,
+            role=t.role,
+            tokens=t.tokens,
+            boundary=t.boundary,
+            tool_call_id=t.tool_call_id,
+            tool=t.tool,
+        )
+        for t in context.turns
+        if t.number <= upto
+    ]
+    later_tokens = sum(t.tokens for t in context.turns if t.number > upto)
+    forced = not at_boundary(window)
+    summary_estimate = max(SUMMARY_ESTIMATE_TOKENS, context.tokens.summary)
+    other = (
+        context.tokens.system + context.tokens.state + summary_estimate + REPLY_PRIMING_TOKENS + later_tokens
+    )
+    plan = plan_cut(
+        window,
+        keep_recent_tokens=ticket_class.effective_keep_recent_tokens,
+        other_tokens=other,
+        threshold_tokens=ticket_class.threshold_tokens,
+        forced=forced,
+    )
+    messages = context.messages()
+    event.tokens_before = context.tokens.total
+    if plan.cut == 0:
+        ContextSnapshot.objects.create(event=event, messages=messages, pinned_state=context.pinned_state)
+        if forced:
+            return _finish(
+                event,
+                CompactionStatus.OVER_BUDGET,
+                "no safe cut: every turn since the last compaction belongs to an unfinished tool exchange",
+                ["tokens_before"],
+            )
+        return _finish(
+            event,
+            CompactionStatus.FAILED,
+            "nothing to replace: the recent tail alone fills the window",
+            ["tokens_before"],
+        )
+    replaced = window[: plan.cut]
+    replaced_numbers = {t.number for t in replaced}
+    request = SummaryRequest(
+        ticket_id=ticket.ticket_id,
+        model=ticket_class.summarizer_model,
+        pinned_state=context.pinned_state,
+        previous_summary=context.summary,
+        turns=[m for m in messages if m.get("turn") in replaced_numbers],
+    )
+
+    # Summarize: no transaction, no lock, one deadline for every attempt.
+    started = time.perf_counter()
+    summary, errors = _summarize(request, event, deadline_seconds)
     event.latency_ms = int((time.perf_counter() - started) * 1000)
     event.validation_errors = errors
     event.cost_usd = summarizer_cost(
         ticket_class, event.summarizer_input_tokens, event.summarizer_output_tokens
     )
+    spent = [
+        "tokens_before",
+        "attempts",
+        "latency_ms",
+        "validation_errors",
+        "cost_usd",
+        "summarizer_input_tokens",
+        "summarizer_output_tokens",
+    ]
+    ContextSnapshot.objects.create(
+        event=event,
+        messages=messages,
+        pinned_state=context.pinned_state,
+        summary=summary.model_dump(mode="json") if summary else None,
+    )
     if summary is None:
-        event.status = CompactionStatus.FAILED
-        return _save(event, snapshot_messages, context.pinned_state, None)
+        return _finish(
+            event, CompactionStatus.FAILED, f"no valid summary in {event.attempts} attempt(s)", spent
+        )
 
     summary_json = summary.model_dump(mode="json")
     coverage = check_coverage(context.pinned_state, summary_json)
-    event.status = CompactionStatus.APPLIED
-    event.first_replaced_turn = replaced[0].number
-    event.last_replaced_turn = replaced[-1].number
     event.summary = summary_json
     event.summary_tokens = count_message(summary_message(summary_json), ticket_class.encoding)
     event.coverage = coverage.as_json()
     event.coverage_missing_count = len(coverage.missing)
-    return _save(event, snapshot_messages, context.pinned_state, summary_json)
+    event.first_replaced_turn = replaced[0].number
+    event.last_replaced_turn = replaced[-1].number
+    written = [*spent, "summary", "summary_tokens", "coverage", "coverage_missing_count"]
+
+    # Apply: a short locked transaction that re-checks the window.
+    with transaction.atomic():
+        locked = Ticket.objects.select_for_update().get(pk=ticket.pk)
+        active_now = active_compaction(locked)
+        if (active_now.pk if active_now else None) != (active_before.pk if active_before else None):
+            event.first_replaced_turn = event.last_replaced_turn = None
+            return _finish(
+                event,
+                CompactionStatus.SUPERSEDED,
+                f"compaction {active_now.number if active_now else '?'} replaced this window while the summarizer ran",
+                written,
+            )
+        kept_tokens = (
+            Turn.objects.filter(ticket=locked, number__gt=event.last_replaced_turn).aggregate(
+                n=Sum("tokens")
+            )["n"]
+            or 0
+        )
+        before = locked.context_tokens
+        after = (
+            locked.system_prompt_tokens
+            + locked.pinned_state.tokens
+            + event.summary_tokens
+            + kept_tokens
+            + REPLY_PRIMING_TOKENS
+        )
+        if after >= before:
+            event.first_replaced_turn = event.last_replaced_turn = None
+            return _finish(
+                event,
+                CompactionStatus.FAILED,
+                f"not applied: the summary would not make the request smaller ({before} -> {after} tokens)",
+                written,
+            )
+        event.tokens_before = before
+        event.tokens_after = after
+        set_context_tokens(ticket=locked, total=after)
+        status = CompactionStatus.FORCED if forced else CompactionStatus.APPLIED
+        reason = event.reason if forced else ""
+        return _finish(
+            event, status, reason, [*written, "first_replaced_turn", "last_replaced_turn", "tokens_after"]
+        )
 
 
 def _describe(exc: ValidationError) -> str:
@@ -214,24 +463,3 @@ def _describe(exc: ValidationError) -> str:
         location = ".".join(str(p) for p in error["loc"]) or "(root)"
         parts.append(f"{location}: {error['msg']}")
     return "; ".join(parts)
-
-
-def _save(
-    event: CompactionEvent,
-    messages: list[dict[str, Any]],
-    pinned_state: dict[str, Any],
-    summary: dict[str, Any] | None,
-) -> CompactionEvent:
-    from tickets.services import refresh_context_tokens
-
-    try:
-        with transaction.atomic():
-            event.save()
-    except IntegrityError:
-        # A concurrent run for the same turn won: its event is the one.
-        return CompactionEvent.objects.get(ticket=event.ticket, at_turn=event.at_turn)
-    ContextSnapshot.objects.create(event=event, messages=messages, pinned_state=pinned_state, summary=summary)
-    if event.status == CompactionStatus.APPLIED:
-        event.tokens_after = refresh_context_tokens(ticket=event.ticket)
-        event.save(update_fields=["tokens_after"])
-    return event

@@ -57,7 +57,9 @@ class SummarizerError(Exception):
 class Summarizer(Protocol):
     backend: str
 
-    def summarize(self, request: SummaryRequest) -> SummarizerReply: ...
+    def summarize(self, request: SummaryRequest, *, timeout: float) -> SummarizerReply:
+        """One attempt, answered within `timeout` seconds or raising SummarizerError."""
+        ...
 
 
 SENTENCE = re.compile(r"(.+?[.!?])(\s|$)", re.S)
@@ -87,7 +89,7 @@ class ExtractiveSummarizer:
 
     backend = "extractive"
 
-    def summarize(self, request: SummaryRequest) -> SummarizerReply:
+    def summarize(self, request: SummaryRequest, *, timeout: float = 0) -> SummarizerReply:
         state = request.pinned_state
         lines: list[str] = []
         previous = (request.previous_summary or {}).get("narrative", "")
@@ -123,14 +125,12 @@ class OpenAISummarizer:
 
     backend = "openai"
 
-    def __init__(self, *, timeout: float | None = None) -> None:
-        self.timeout = timeout if timeout is not None else settings.SUNDRY_SUMMARIZER_TIMEOUT_SECONDS
-
-    def summarize(self, request: SummaryRequest) -> SummarizerReply:
+    def summarize(self, request: SummaryRequest, *, timeout: float) -> SummarizerReply:
         import openai
 
+        timeout = min(timeout, settings.SUNDRY_SUMMARIZER_TIMEOUT_SECONDS)
         try:
-            client = openai.OpenAI(timeout=self.timeout, max_retries=0)
+            client = openai.OpenAI(timeout=timeout, max_retries=0)
         except openai.OpenAIError as exc:  # e.g. no OPENAI_API_KEY in the environment
             raise SummarizerError(f"OpenAI client not configured: {exc}") from exc
         try:
@@ -147,18 +147,34 @@ class OpenAISummarizer:
                 },
             )
         except openai.APITimeoutError as exc:
-            raise SummarizerError(f"summarizer timed out after {self.timeout:g}s") from exc
+            raise SummarizerError(f"summarizer timed out after {timeout:.1f}s") from exc
         except openai.APIError as exc:
             raise SummarizerError(f"summarizer call failed: {type(exc).__name__}: {exc}") from exc
-        if not completion.choices:
-            raise SummarizerError("summarizer returned no choices")
-        text = completion.choices[0].message.content or ""
-        usage = completion.usage
-        return SummarizerReply(
-            text=text,
-            input_tokens=usage.prompt_tokens if usage else 0,
-            output_tokens=usage.completion_tokens if usage else 0,
-        )
+        except Exception as exc:  # an edge we do not own: a body that is not JSON at all, say
+            raise SummarizerError(f"summarizer reply unreadable: {type(exc).__name__}: {exc}") from exc
+        return _reply_of(completion)
+
+
+def _reply_of(completion: Any) -> SummarizerReply:
+    """The text and usage of a chat completion, or SummarizerError when the reply is not one.
+
+    The client hands back whatever the server sent when it is not the documented shape (an HTML page
+    parsed as a string, a JSON object without choices): each of those is a failed attempt.
+    """
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        kind = type(completion).__name__
+        raise SummarizerError(f"summarizer reply is not a chat completion with choices (got {kind})")
+    message = getattr(choices[0], "message", None)
+    text = getattr(message, "content", None)
+    if not isinstance(text, str):
+        raise SummarizerError("summarizer reply has no message content")
+    usage = getattr(completion, "usage", None)
+    return SummarizerReply(
+        text=text,
+        input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+    )
 
 
 def get_summarizer(backend: str) -> Summarizer:

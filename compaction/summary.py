@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compaction.tokens import compact_json
+from tickets.tokens import compact_json
 
 
 class Summary(BaseModel):

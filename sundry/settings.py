@@ -93,6 +93,8 @@ INSTALLED_APPS = [
     "django_tasks_db",
     "tickets",
     "compaction",
+    "desk",
+    "evals",
 ]
 
 MIDDLEWARE = [
@@ -195,6 +197,11 @@ SPECTACULAR_SETTINGS = {
 # Compaction: per-class settings live on TicketClass; three summarizer attempts are fixed by the spec.
 # The OpenAI-compatible summarizer: the official client reads OPENAI_BASE_URL and OPENAI_API_KEY.
 SUNDRY_SUMMARIZER_TIMEOUT_SECONDS = env_float("SUNDRY_SUMMARIZER_TIMEOUT_SECONDS", 30.0)
+# One deadline per compaction, shared by its attempts: an agent's turn answer never waits longer.
+# The documented gunicorn timeout (README) sits above it.
+SUNDRY_COMPACTION_DEADLINE_SECONDS = env_float("SUNDRY_COMPACTION_DEADLINE_SECONDS", 10.0)
+if SUNDRY_COMPACTION_DEADLINE_SECONDS <= 0:
+    raise ImproperlyConfigured("SUNDRY_COMPACTION_DEADLINE_SECONDS must be a positive number of seconds")
 
 LOGGING = {
     "version": 1,

@@ -6,6 +6,6 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("api/v1/", include("tickets.api.urls")),
-    path("", include("tickets.urls")),
+    path("api/v1/", include("desk.api.urls")),
+    path("", include("desk.pages.urls")),
 ]

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import connection
 
 from tickets.models import Ticket, TicketClass
-from tickets.services import open_ticket
+from tickets.services.lifecycle import open_ticket
 
 REPO = Path(settings.BASE_DIR)
 SCENARIO = REPO / "demo" / "T-40118.json"

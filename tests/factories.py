@@ -5,21 +5,21 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tickets.importer import ImportTicket, import_ticket
+from desk.importer import ImportTicket, import_ticket
+from desk.turns import receive_turn
 from tickets.models import Ticket, TicketClass
-from tickets.services import append_turn
 
 
 def add_turns(ticket: Ticket, *turns: dict[str, Any]) -> None:
     for turn in turns:
-        append_turn(ticket=ticket, **turn)
+        receive_turn(ticket=ticket, **turn)
 
 
 def chat(ticket: Ticket, count: int) -> None:
     """`count` short customer/agent exchanges (agent turns are reply_sent boundaries)."""
     for i in range(count):
         role = "customer" if i % 2 == 0 else "agent"
-        append_turn(
+        receive_turn(
             ticket=ticket,
             role=role,
             content=f"message {i}",

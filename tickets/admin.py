@@ -6,7 +6,6 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from compaction.tokens import UnknownEncoding, get_encoding
 from tickets.models import (
     IdempotencyRecord,
     PinnedState,
@@ -16,7 +15,8 @@ from tickets.models import (
     TicketClassChange,
     Turn,
 )
-from tickets.services import CLASS_AUDITED_FIELDS, save_ticket_class
+from tickets.services.classes import CLASS_AUDITED_FIELDS, save_ticket_class
+from tickets.tokens import UnknownEncoding, get_encoding
 
 
 class AppendOnlyAdmin(admin.ModelAdmin):

@@ -1,4 +1,5 @@
-"""What the services refuse, and why. Each error knows its HTTP status so the API maps it in one place."""
+"""What the services refuse, and why. Domain errors carry no HTTP status: each interface maps them
+in one place (the API in desk/api/exceptions.py, the pages in their forms)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ from typing import Any
 
 
 class DeskError(Exception):
-    status = 400
     code = "invalid"
 
     def __init__(self, message: str, **detail: Any) -> None:
@@ -19,43 +19,36 @@ class DeskError(Exception):
 
 
 class InvalidInput(DeskError):
-    status = 400
     code = "invalid"
 
 
 class TicketNotFound(DeskError):
-    status = 404
     code = "not_found"
 
 
 class TicketAlreadyExists(DeskError):
-    status = 409
     code = "ticket_exists"
 
 
 class StaleVersion(DeskError):
     """A write carried a version of the pinned state that is no longer current."""
 
-    status = 412
     code = "stale_version"
 
 
 class RepeatRefused(DeskError):
     """A second irreversible action of the same tool on the same item, not marked as a deliberate repeat."""
 
-    status = 409
     code = "repeat_refused"
 
 
 class IdempotencyKeyReused(DeskError):
     """The same idempotency key with a different request body."""
 
-    status = 422
     code = "idempotency_key_reused"
 
 
 class IdempotencyKeyInFlight(DeskError):
     """A request with the same idempotency key is still being processed: retry once it has finished."""
 
-    status = 409
     code = "idempotency_key_in_flight"

@@ -148,6 +148,17 @@ class Turn(models.Model):
         max_length=40, blank=True, help_text="The resolution step this turn completes, if any."
     )
     tokens = models.PositiveIntegerField()
+    # The figures in force when the turn arrived: a later budget change does not rewrite history.
+    context_tokens = models.PositiveIntegerField(
+        default=0, help_text="The assembled request right after this turn was stored (before any compaction)."
+    )
+    token_budget = models.PositiveIntegerField(default=0)
+    threshold_tokens = models.PositiveIntegerField(default=0)
+    posted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    idempotency_key = models.CharField(max_length=255, blank=True)
+    request_fingerprint = models.CharField(max_length=64, blank=True)
     extra = models.JSONField(default=dict, blank=True, help_text="Unknown import keys, kept but ignored.")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -155,6 +166,12 @@ class Turn(models.Model):
         ordering = ["ticket", "number"]
         constraints = [
             models.UniqueConstraint(fields=["ticket", "number"], name="turn_number_unique_per_ticket"),
+            # A retried turn with the same Idempotency-Key is stored once.
+            models.UniqueConstraint(
+                fields=["ticket", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="turn_idempotency_key_unique_per_ticket",
+            ),
             models.CheckConstraint(condition=Q(number__gte=1), name="turn_number_positive"),
             models.CheckConstraint(
                 condition=~Q(role="system"),

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from tickets.errors import InvalidInput
+
 ActorKind = Literal["agent", "supervisor", "system"]
 
 
@@ -65,11 +67,54 @@ class StateItems(BaseModel):
     def next_id(self, prefix: str, items: list[ActionItem] | list[TextItem]) -> str:
         return f"{prefix}{len(items) + 1}"
 
-    def add_question(self, *, text: str, at_turn: int | None) -> TextItem:
+    # --- the operations: each change to the state is one method, used by agents, supervisors and import ---
+
+    def add_action(self, action: ActionItem) -> ActionItem:
+        """Append an action; its id is assigned here (A1, A2, ...). Actions are never removed."""
+        action.id = self.next_id("A", self.actions_taken)
+        self.actions_taken.append(action)
+        return action
+
+    def reverse_action(self, *, action_id: str, reason: str) -> ActionItem:
+        action = self.find_action(action_id)
+        if action is None:
+            raise InvalidInput(f"no action {action_id!r} on this ticket", field="target_id")
+        if action.reversed:
+            raise InvalidInput(f"action {action_id} is already marked reversed", field="target_id")
+        action.reversed = True
+        action.reversed_reason = reason
+        return action
+
+    def state_constraint(self, *, text: str, at_turn: int | None) -> TextItem:
+        constraint = TextItem(id=self.next_id("C", self.customer_constraints), text=text, at_turn=at_turn)
+        self.customer_constraints.append(constraint)
+        return constraint
+
+    def edit_constraint(self, *, constraint_id: str, text: str) -> TextItem:
+        constraint = next((c for c in self.customer_constraints if c.id == constraint_id), None)
+        if constraint is None:
+            raise InvalidInput(f"no constraint {constraint_id!r} on this ticket", field="target_id")
+        constraint.text = text
+        return constraint
+
+    def open_question(self, *, text: str, at_turn: int | None) -> TextItem:
         self.questions_opened += 1
         question = TextItem(id=f"Q{self.questions_opened}", text=text, at_turn=at_turn)
         self.open_questions.append(question)
         return question
+
+    def resolve_question(self, *, question: str) -> TextItem:
+        """Close an open question, named by its id (`Q2`) or its exact text (case aside)."""
+        for index, q in enumerate(self.open_questions):
+            if q.id == question or q.text.casefold() == question.casefold():
+                return self.open_questions.pop(index)
+        open_ones = ", ".join(f"{q.id} {q.text!r}" for q in self.open_questions) or "none"
+        raise InvalidInput(f"no open question {question!r}; open questions: {open_ones}", field="text")
+
+    def make_decision(self, *, text: str, at_turn: int | None) -> TextItem:
+        decision = TextItem(id=self.next_id("D", self.decisions), text=text, at_turn=at_turn)
+        self.decisions.append(decision)
+        return decision
 
     def find_action(self, action_id: str) -> ActionItem | None:
         return next((a for a in self.actions_taken if a.id == action_id), None)

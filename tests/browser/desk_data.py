@@ -7,10 +7,10 @@ from typing import Any
 
 from django.contrib.auth.models import Group, User
 
+from desk.importer import ImportTicket, import_ticket
 from tests.factories import import_t40118 as import_t40118  # re-exported beside the users
 from tests.fake_openai import Reply
 from tickets.accounts import ADMIN, AGENT, SUPERVISOR, create_agent, create_person
-from tickets.importer import ImportTicket, import_ticket
 from tickets.models import Ticket
 
 PASSWORD = "desk-test-password"

@@ -20,7 +20,7 @@ from tests.browser.desk_data import (
     supervisor,
 )
 from tickets.models import ActorKind, StateChange, Ticket
-from tickets.services import state_constraint
+from tickets.services.state_changes import change_state
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -111,7 +111,12 @@ def test_a_stale_correction_is_refused_and_the_newer_state_is_shown(
     correction.get_by_label("Reason").fill("Photo arrived by email")
 
     # Meanwhile the agent pins a new constraint: the form's version (4) is now stale.
-    state_constraint(ticket=Ticket.objects.get(pk=ticket.pk), text="only contact by email", at_turn=25)
+    change_state(
+        op="constraint_stated",
+        ticket=Ticket.objects.get(pk=ticket.pk),
+        text="only contact by email",
+        at_turn=25,
+    )
 
     correction.get_by_role("button", name="Save correction").click()
     notice = page.locator("#state-panel .notice.stale")

@@ -10,10 +10,10 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from compaction.models import CompactionEvent
+from desk.importer import ImportTicket
+from desk.turns import receive_turn
 from tests.factories import import_t40118
-from tickets.importer import ImportTicket
 from tickets.models import Ticket
-from tickets.services import append_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,7 +23,7 @@ DB_TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 def test_immediate_backend_compacts_inline_in_the_turn(scenario: dict[str, Any]) -> None:
     ticket = import_t40118(scenario, until=21)
     turn_22 = ImportTicket.model_validate(scenario).turns[21]
-    appended = append_turn(
+    appended = receive_turn(
         ticket=ticket, role=turn_22.role, content=turn_22.content, boundary=turn_22.boundary
     )
     assert appended.compaction is not None and appended.compaction.status == "applied"
@@ -36,7 +36,7 @@ def test_database_backend_queues_the_compaction_for_the_worker(scenario: dict[st
 
     ticket = import_t40118(scenario, until=21)
     turn_22 = ImportTicket.model_validate(scenario).turns[21]
-    appended = append_turn(
+    appended = receive_turn(
         ticket=ticket, role=turn_22.role, content=turn_22.content, boundary=turn_22.boundary
     )
     assert appended.compaction is not None and appended.compaction.status == "queued"
@@ -53,13 +53,20 @@ def test_database_backend_queues_the_compaction_for_the_worker(scenario: dict[st
 
 @override_settings(TASKS=DB_TASKS)
 def test_an_import_counts_one_open_deferral_once_while_the_worker_is_behind(tmp_path: Any) -> None:
-    """With the worker backend the request stays due until a worker runs: turns 23-26 reuse deferral #1."""
+    """With the worker backend the claim at turn 22 stays pending; turns 23-26 join it (24 is the newest
+    boundary), so the worker makes one summarizer call that compacts up to turn 24 at most."""
     from django.core.management import call_command
 
     out = StringIO()
     call_command("import_tickets", "demo/T-40118.json", stdout=out)
-    assert "compactions: 1 deferred, 2 queued" in out.getvalue()
+    assert "compactions: 1 deferred, 1 queued" in out.getvalue()
     ticket = Ticket.objects.get(ticket_id="T-40118")
-    assert list(CompactionEvent.objects.filter(ticket=ticket).values_list("number", "at_turn", "status")) == [
-        (1, 21, "deferred")
-    ]
+    assert list(
+        CompactionEvent.objects.filter(ticket=ticket).values_list("number", "at_turn", "upto_turn", "status")
+    ) == [(1, 21, None, "deferred"), (2, 22, 24, "pending")]
+
+    call_command("db_worker", "--batch", "--no-startup-delay", stdout=StringIO(), stderr=StringIO())
+
+    event = CompactionEvent.objects.get(ticket=ticket, number=2)
+    assert event.status == "applied"
+    assert event.last_replaced_turn is not None and event.last_replaced_turn <= 24

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import tiktoken
 
-from compaction.tokens import (
+from tickets.tokens import (
     MESSAGE_OVERHEAD_TOKENS,
     UnknownEncoding,
     count_message,

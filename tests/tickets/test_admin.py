@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from desk.turns import receive_turn
 from tickets.models import PinnedState, StateChange, Ticket, Turn
-from tickets.services import append_turn
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +23,7 @@ def admin_client_logged_in() -> Client:
 def test_even_a_superuser_cannot_delete_or_edit_history(
     admin_client_logged_in: Client, ticket: Ticket
 ) -> None:
-    append_turn(ticket=ticket, role="customer", content="hello")
+    receive_turn(ticket=ticket, role="customer", content="hello")
     turn = Turn.objects.get(ticket=ticket)
     change = StateChange.objects.get(ticket=ticket)
     state = PinnedState.objects.get(ticket=ticket)

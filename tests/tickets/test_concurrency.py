@@ -9,12 +9,15 @@ from typing import Any
 
 import pytest
 from django.db import connection, connections
+from django.test import override_settings
 
 from compaction.models import CompactionEvent
-from compaction.services import compact_ticket
+from compaction.services import run_compaction
+from desk.turns import receive_turn
 from tickets.errors import RepeatRefused
 from tickets.models import PinnedState, StateChange, Ticket, TicketClass, Turn
-from tickets.services import append_turn, open_ticket, record_action
+from tickets.services.actions import record_action
+from tickets.services.lifecycle import open_ticket
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -43,7 +46,7 @@ def ticket() -> Ticket:
     assert connection.vendor == "postgresql"
     klass = TicketClass.objects.create(slug="c-8k", token_budget=8000, compaction_threshold=0.8)
     ticket = open_ticket(ticket_id="T-C", order_id="SU-C", seller_type="marketplace", ticket_class=klass)
-    append_turn(ticket=ticket, role="customer", content="several things broke")
+    receive_turn(ticket=ticket, role="customer", content="several things broke")
     return ticket
 
 
@@ -110,20 +113,23 @@ def test_concurrent_new_refunds_of_one_item_let_exactly_one_through(ticket: Tick
 
 
 def test_concurrent_turns_get_consecutive_numbers(ticket: Ticket) -> None:
-    run_together(THREADS, lambda i: append_turn(ticket=ticket, role="customer", content=f"message {i}"))
+    run_together(THREADS, lambda i: receive_turn(ticket=ticket, role="customer", content=f"message {i}"))
     numbers = list(Turn.objects.filter(ticket=ticket).order_by("number").values_list("number", flat=True))
     assert numbers == list(range(1, THREADS + 2))
 
 
-def test_concurrent_compactions_of_one_turn_make_one_event(ticket: Ticket) -> None:
-    big = "tracking scan " * 2500
-    append_turn(ticket=ticket, role="agent", content=big, boundary="reply_sent", run_policy=False)
-    append_turn(ticket=ticket, role="customer", content=big, run_policy=False)
-    turn = append_turn(
-        ticket=ticket, role="agent", content="ok", boundary="reply_sent", run_policy=False
-    ).turn
+@override_settings(TASKS={"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}})
+def test_concurrent_runs_of_one_claimed_compaction_make_one_summary(ticket: Ticket) -> None:
+    """A claim left for a worker, run by eight at once: one takes it, one summary, one applied event."""
+    receive_turn(ticket=ticket, role="agent", content="tracking scan " * 1700, boundary="reply_sent")
+    receive_turn(ticket=ticket, role="customer", content="tracking scan " * 1500)
+    received = receive_turn(ticket=ticket, role="agent", content="ok", boundary="reply_sent")
+    claimed = received.compaction.event
+    assert received.compaction.status == "queued" and claimed is not None
 
-    events = run_together(THREADS, lambda i: compact_ticket(ticket=ticket, at_turn=turn.number))
+    events = run_together(THREADS, lambda i: run_compaction(event_pk=claimed.pk))
     assert all(isinstance(e, CompactionEvent) for e in events), events
-    assert len({e.pk for e in events}) == 1
-    assert CompactionEvent.objects.filter(ticket=ticket).count() == 1
+    assert {e.pk for e in events} == {claimed.pk}
+    final = CompactionEvent.objects.get(pk=claimed.pk)
+    assert final.status == "applied" and final.attempts == 1
+    assert CompactionEvent.objects.filter(ticket=ticket).exclude(status="deferred").count() == 1

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from compaction.context import count_turn
+from desk.turns import receive_turn
 from tests.factories import chat
 from tickets.errors import (
     IdempotencyKeyReused,
@@ -12,18 +12,11 @@ from tickets.errors import (
     TicketAlreadyExists,
 )
 from tickets.models import ActorKind, PinnedState, StateChange, StateOp, Ticket, TicketClass, Turn
-from tickets.services import (
-    SYSTEM,
-    Actor,
-    append_turn,
-    correct_state,
-    open_question,
-    open_ticket,
-    record_action,
-    record_decision,
-    resolve_question,
-    state_constraint,
-)
+from tickets.services.actions import record_action
+from tickets.services.actors import SYSTEM, Actor
+from tickets.services.lifecycle import open_ticket
+from tickets.services.state_changes import change_state, correct_state
+from tickets.tokens import count_turn
 
 pytestmark = pytest.mark.django_db
 
@@ -62,8 +55,8 @@ def test_opening_the_same_ticket_twice_is_refused(ticket: Ticket, standard_class
 
 def test_turns_are_numbered_and_store_their_token_count(ticket: Ticket) -> None:
     """Turns get 1..n and their count at insert; a tool call is counted with its arguments."""
-    append_turn(ticket=ticket, role="customer", content="My table has a scratched leg.")
-    append_turn(
+    receive_turn(ticket=ticket, role="customer", content="My table has a scratched leg.")
+    receive_turn(
         ticket=ticket, role="tool_call", tool="issue_refund", tool_call_id="c1", args={"amount_cents": 4000}
     )
     turns = list(Turn.objects.filter(ticket=ticket).order_by("number"))
@@ -91,7 +84,7 @@ def test_turns_are_numbered_and_store_their_token_count(ticket: Ticket) -> None:
 )
 def test_a_bad_turn_is_refused_and_nothing_is_stored(ticket: Ticket, fields: dict, message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
-        append_turn(ticket=ticket, **fields)
+        receive_turn(ticket=ticket, **fields)
     assert Turn.objects.filter(ticket=ticket).count() == 0
 
 
@@ -165,9 +158,9 @@ def test_action_at_a_turn_that_does_not_exist_is_refused(ticket: Ticket) -> None
 
 def test_stale_version_is_refused_with_the_current_state(ticket: Ticket) -> None:
     chat(ticket, 2)
-    state_constraint(ticket=ticket, text="no replacement wanted", expected_version=1)
+    change_state(op="constraint_stated", ticket=ticket, text="no replacement wanted", expected_version=1)
     with pytest.raises(StaleVersion) as stale:
-        open_question(ticket=ticket, text="photo outstanding", expected_version=1)
+        change_state(op="question_opened", ticket=ticket, text="photo outstanding", expected_version=1)
     assert stale.value.detail["current_version"] == 2
     assert stale.value.detail["current_state"]["customer_constraints"][0]["text"] == "no replacement wanted"
     assert PinnedState.objects.get(ticket=ticket).items.open_questions == []
@@ -175,20 +168,20 @@ def test_stale_version_is_refused_with_the_current_state(ticket: Ticket) -> None
 
 def test_questions_open_and_resolve_by_id_or_text_and_ids_stay_unique(ticket: Ticket) -> None:
     chat(ticket, 3)
-    open_question(ticket=ticket, text="photo outstanding")
-    resolve_question(ticket=ticket, question="PHOTO OUTSTANDING")
-    open_question(ticket=ticket, text="carrier answer")
+    change_state(op="question_opened", ticket=ticket, text="photo outstanding")
+    change_state(op="question_resolved", ticket=ticket, text="PHOTO OUTSTANDING")
+    change_state(op="question_opened", ticket=ticket, text="carrier answer")
     items = PinnedState.objects.get(ticket=ticket).items
     assert [(q.id, q.text) for q in items.open_questions] == [("Q2", "carrier answer")]
     with pytest.raises(InvalidInput, match="no open question"):
-        resolve_question(ticket=ticket, question="Q1")
-    resolve_question(ticket=ticket, question="Q2")
+        change_state(op="question_resolved", ticket=ticket, text="Q1")
+    change_state(op="question_resolved", ticket=ticket, text="Q2")
     assert PinnedState.objects.get(ticket=ticket).items.open_questions == []
 
 
 def test_decisions_carry_their_turn(ticket: Ticket) -> None:
     chat(ticket, 3)
-    record_decision(ticket=ticket, text="keep the table, partial refund", at_turn=2)
+    change_state(op="decision_made", ticket=ticket, text="keep the table, partial refund", at_turn=2)
     decision = PinnedState.objects.get(ticket=ticket).items.decisions[0]
     assert (decision.id, decision.at_turn) == ("D1", 2)
 
@@ -238,7 +231,7 @@ def test_supervisor_correction_needs_a_reason_and_never_removes_an_action(
 
 def test_a_stale_correction_is_refused(ticket: Ticket) -> None:
     chat(ticket, 2)
-    state_constraint(ticket=ticket, text="no replacement wanted")
+    change_state(op="constraint_stated", ticket=ticket, text="no replacement wanted")
     with pytest.raises(StaleVersion):
         correct_state(
             ticket=ticket,
@@ -254,9 +247,9 @@ def test_a_stale_correction_is_refused(ticket: Ticket) -> None:
 def test_every_change_is_audited_with_consecutive_versions(ticket: Ticket) -> None:
     chat(ticket, 4)
     refund(ticket, "k1")
-    state_constraint(ticket=ticket, text="email only")
-    open_question(ticket=ticket, text="photo")
-    record_decision(ticket=ticket, text="partial refund")
+    change_state(op="constraint_stated", ticket=ticket, text="email only")
+    change_state(op="question_opened", ticket=ticket, text="photo")
+    change_state(op="decision_made", ticket=ticket, text="partial refund")
     versions = list(
         StateChange.objects.filter(ticket=ticket)
         .order_by("to_version")
@@ -267,7 +260,7 @@ def test_every_change_is_audited_with_consecutive_versions(ticket: Ticket) -> No
 
 
 def test_status_moves_and_a_bad_one_is_refused(ticket: Ticket) -> None:
-    from tickets.services import set_ticket_status
+    from tickets.services.lifecycle import set_ticket_status
 
     set_ticket_status(ticket=ticket, status="escalated")
     assert Ticket.objects.get(pk=ticket.pk).status == "escalated"

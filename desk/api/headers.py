@@ -1,0 +1,63 @@
+"""The request headers the API reads: Idempotency-Key, If-Match and If-None-Match."""
+
+from __future__ import annotations
+
+import re
+
+from desk.api.exceptions import BadHeader, PreconditionRequired
+
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+ENTITY_TAG = re.compile(r'^(W/)?"(\d{1,9})"$')
+
+
+def etag(version: int) -> str:
+    return f'"{version}"'
+
+
+def idempotency_key(raw: str | None) -> str:
+    """The key: 1 to 255 visible ASCII characters, bare or as a quoted structured-field string."""
+    if raw is None or raw.strip() == "":
+        raise BadHeader("the Idempotency-Key header is required: a unique key per action, reused on retries")
+    value = raw.strip()
+    if len(value) >= 2 and value.startswith('"') and value.endswith('"'):
+        value = value[1:-1]
+    if not IDEMPOTENCY_KEY.match(value) or '"' in value:
+        raise BadHeader(
+            "the Idempotency-Key header is malformed: use 1 to 255 visible ASCII characters, "
+            'without spaces or quotes (a quoted "key" is also accepted)'
+        )
+    return value
+
+
+def optional_idempotency_key(raw: str | None) -> str:
+    """The key where it is optional (turns): absent is "", present must be well formed."""
+    if raw is None:
+        return ""
+    return idempotency_key(raw)
+
+
+def if_match_version(raw: str | None) -> int:
+    """The state version named by If-Match (a strong ETag such as "3")."""
+    if raw is None or raw.strip() == "":
+        raise PreconditionRequired()
+    match = ENTITY_TAG.match(raw.strip())
+    if match is None or match.group(1):
+        raise BadHeader(
+            'the If-Match header must be the ETag of the state you read, such as "3" '
+            "(one strong entity tag; * is not accepted)"
+        )
+    return int(match.group(2))
+
+
+def if_none_match_matches(raw: str | None, version: int) -> bool:
+    """Whether If-None-Match names the current version (weak comparison, as RFC 9110 says)."""
+    if not raw:
+        return False
+    for part in raw.split(","):
+        tag = part.strip()
+        if tag == "*":
+            return True
+        match = ENTITY_TAG.match(tag)
+        if match is not None and int(match.group(2)) == version:
+            return True
+    return False

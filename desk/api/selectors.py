@@ -1,0 +1,99 @@
+"""Reads for the API: one access path per resource, a constant number of queries each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+
+from compaction.context import AssembledContext
+from compaction.models import CompactionEvent
+from compaction.selectors import (
+    CompactionTotals,
+    ContextFigures,
+    assemble_context,
+    compaction_totals,
+    context_figures,
+)
+from desk.api.fields import storable_text
+from tickets.errors import TicketNotFound
+from tickets.models import PinnedState, Ticket, TicketClass
+
+
+def _check_ticket_id(ticket_id: str) -> None:
+    # An id that no ticket can have (too long, or with characters the database refuses) is simply unknown.
+    if len(ticket_id) > 64 or not storable_text(ticket_id):
+        raise TicketNotFound("no ticket with that id", ticket_id=ticket_id[:64].replace("\x00", ""))
+
+
+def ticket_by_id(ticket_id: str) -> Ticket:
+    """The ticket with its class (one query), or TicketNotFound."""
+    _check_ticket_id(ticket_id)
+    ticket = Ticket.objects.select_related("ticket_class").filter(ticket_id=ticket_id).first()
+    if ticket is None:
+        raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id)
+    return ticket
+
+
+def pinned_state_by_ticket_id(ticket_id: str) -> PinnedState:
+    """The pinned state with its ticket (one query), or TicketNotFound."""
+    _check_ticket_id(ticket_id)
+    pinned = (
+        PinnedState.objects.select_related("ticket__ticket_class").filter(ticket__ticket_id=ticket_id).first()
+    )
+    if pinned is None:
+        raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id)
+    return pinned
+
+
+def ticket_class_by_slug(slug: str) -> TicketClass | None:
+    return TicketClass.objects.filter(slug=slug).first()
+
+
+@dataclass(frozen=True)
+class TicketDetail:
+    ticket: Ticket
+    state_version: int
+    figures: ContextFigures
+    compactions: CompactionTotals
+
+    def as_json(self) -> dict[str, object]:
+        ticket = self.ticket
+        return {
+            "ticket_id": ticket.ticket_id,
+            "order_id": ticket.order_id,
+            "seller_type": ticket.seller_type,
+            "ticket_class": ticket.ticket_class.slug,
+            "status": ticket.status,
+            "turn_count": ticket.turn_count,
+            "state_version": self.state_version,
+            "tokens": self.figures.tokens.as_json(),
+            "token_budget": self.figures.token_budget,
+            "threshold_tokens": self.figures.threshold_tokens,
+            "first_active_turn": self.figures.first_active_turn,
+            "compaction_totals": self.compactions.as_json(),
+            "created_at": ticket.created_at,
+            "updated_at": ticket.updated_at,
+        }
+
+
+def ticket_detail(ticket_id: str) -> TicketDetail:
+    """The ticket with its token figures and what compaction cost it (four queries)."""
+    pinned = pinned_state_by_ticket_id(ticket_id)
+    figures = context_figures(pinned.ticket, state_tokens=pinned.tokens)
+    return TicketDetail(
+        ticket=pinned.ticket,
+        state_version=pinned.version,
+        figures=figures,
+        compactions=compaction_totals(pinned.ticket),
+    )
+
+
+def ticket_context(ticket_id: str) -> AssembledContext:
+    """The request an agent sends for its next turn (four queries, whatever the ticket's length)."""
+    return assemble_context(ticket_by_id(ticket_id))
+
+
+def ticket_compactions(ticket_id: str) -> QuerySet[CompactionEvent]:
+    ticket = ticket_by_id(ticket_id)
+    return CompactionEvent.objects.filter(ticket=ticket).order_by("number")

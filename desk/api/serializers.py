@@ -1,0 +1,291 @@
+"""Input serializers (strict: known fields, JSON types as they are) and output serializers (the schema).
+
+No business rules here: the services decide what is allowed; these only say what shape a request has.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from desk.api.fields import (
+    JSONObjectField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+    StrictRegexField,
+    StrictSerializer,
+)
+from desk.api.selectors import ticket_class_by_slug
+from tickets.models import TicketClass, TicketStatus
+
+# Bounds that keep every value inside what the columns (PostgreSQL integer) can hold.
+MAX_INT = 2**31 - 1
+TICKET_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]*$"
+TURN_ROLES = ["customer", "agent", "tool_call", "tool_result"]
+STATE_OPS = ["constraint_stated", "question_opened", "question_resolved", "decision_made"]
+
+
+# ---------------------------------------------------------------- input
+
+
+class TicketIn(StrictSerializer):
+    ticket_id = StrictRegexField(TICKET_ID_PATTERN, max_length=64, help_text="The external id, e.g. T-40118.")
+    order_id = StrictCharField(max_length=64)
+    seller_type = StrictCharField(max_length=40)
+    ticket_class = StrictRegexField(r"^[-a-zA-Z0-9_]+$", max_length=64, help_text="A ticket class slug.")
+    system_prompt = StrictCharField(
+        required=False, trim_whitespace=False, max_length=20000, help_text="Defaults to the class's prompt."
+    )
+
+    def validate_ticket_class(self, value: str) -> TicketClass:
+        found = ticket_class_by_slug(value)
+        if found is None:
+            raise serializers.ValidationError(f"No ticket class with slug {value!r}.")
+        return found
+
+
+class TicketStatusIn(StrictSerializer):
+    status = serializers.ChoiceField(
+        choices=TicketStatus.choices, help_text="open, waiting, resolved or escalated."
+    )
+
+
+class TurnIn(StrictSerializer):
+    role = serializers.ChoiceField(choices=TURN_ROLES)
+    content = StrictCharField(required=False, allow_blank=True, trim_whitespace=False, default="")
+    tool = StrictCharField(required=False, allow_blank=True, max_length=100, default="")
+    args = JSONObjectField(required=False, allow_null=True, default=None)
+    tool_call_id = StrictCharField(required=False, allow_blank=True, max_length=100, default="")
+    boundary = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=40,
+        default="",
+        help_text="The resolution step this turn completes (reply_sent, refund_issued, ...), if any.",
+    )
+
+
+class ActionIn(StrictSerializer):
+    tool = StrictCharField(max_length=100)
+    item = StrictCharField(required=False, allow_blank=True, max_length=200, default="")
+    amount_cents = StrictIntegerField(required=False, min_value=0, max_value=10**12, default=0)
+    at_turn = StrictIntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_INT, default=None
+    )
+    reversible = StrictBooleanField(required=False, default=False)
+    args = JSONObjectField(required=False, allow_null=True, default=None)
+    repeat_of_earlier = StrictBooleanField(
+        required=False, default=False, help_text="Set with a reason to record a deliberate second action."
+    )
+    reason = StrictCharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class StateChangeIn(StrictSerializer):
+    op = serializers.ChoiceField(choices=STATE_OPS)
+    text = StrictCharField(
+        max_length=2000,
+        help_text="The constraint, question or decision; for question_resolved its id (Q1) or text.",
+    )
+    at_turn = StrictIntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_INT, default=None
+    )
+
+
+# ---------------------------------------------------------------- output
+
+
+class ErrorOut(serializers.Serializer):
+    error = serializers.CharField(help_text="A stable code: invalid, not_found, repeat_refused, ...")
+    message = serializers.CharField(help_text="What was wrong, in words.")
+
+
+class TokensOut(serializers.Serializer):
+    system = serializers.IntegerField()
+    state = serializers.IntegerField()
+    summary = serializers.IntegerField()
+    turns = serializers.IntegerField()
+    framing = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
+class CompactionTotalsOut(serializers.Serializer):
+    applied = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    deferred = serializers.IntegerField()
+    tokens_saved = serializers.IntegerField()
+    summarizer_input_tokens = serializers.IntegerField()
+    summarizer_output_tokens = serializers.IntegerField()
+    cost_usd = serializers.DecimalField(
+        max_digits=12, decimal_places=6, help_text="Summarizer cost in US dollars."
+    )
+    latency_ms = serializers.IntegerField()
+
+
+class TicketOut(serializers.Serializer):
+    ticket_id = serializers.CharField()
+    order_id = serializers.CharField()
+    seller_type = serializers.CharField()
+    ticket_class = serializers.CharField()
+    status = serializers.CharField()
+    turn_count = serializers.IntegerField()
+    state_version = serializers.IntegerField()
+    tokens = TokensOut()
+    token_budget = serializers.IntegerField()
+    threshold_tokens = serializers.IntegerField()
+    first_active_turn = serializers.IntegerField()
+    compaction_totals = CompactionTotalsOut(help_text="What compaction did and cost on this ticket.")
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class ActionOut(serializers.Serializer):
+    id = serializers.CharField()
+    at_turn = serializers.IntegerField(allow_null=True)
+    tool = serializers.CharField()
+    item = serializers.CharField(allow_blank=True)
+    amount_cents = serializers.IntegerField()
+    reversible = serializers.BooleanField()
+    args = serializers.DictField()
+    idempotency_key = serializers.CharField(allow_null=True)
+    recorded_by = serializers.CharField()
+    repeat_of = serializers.CharField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+    reversed = serializers.BooleanField()
+    reversed_reason = serializers.CharField(allow_blank=True)
+
+
+class TextItemOut(serializers.Serializer):
+    id = serializers.CharField()
+    at_turn = serializers.IntegerField(allow_null=True)
+    text = serializers.CharField()
+
+
+class PinnedStateOut(serializers.Serializer):
+    ticket = serializers.CharField()
+    order = serializers.CharField()
+    seller_type = serializers.CharField()
+    version = serializers.IntegerField()
+    actions_taken = ActionOut(many=True)
+    customer_constraints = TextItemOut(many=True)
+    open_questions = TextItemOut(many=True)
+    decisions = TextItemOut(many=True)
+    refunded_cents_total = serializers.IntegerField()
+
+
+class SummaryOut(serializers.Serializer):
+    decisions = serializers.ListField(child=serializers.CharField(allow_blank=True))
+    actions_taken = serializers.ListField(child=serializers.CharField(allow_blank=True))
+    customer_constraints = serializers.ListField(child=serializers.CharField(allow_blank=True))
+    open_questions = serializers.ListField(child=serializers.CharField(allow_blank=True))
+    narrative = serializers.CharField(allow_blank=True)
+
+
+class ContextTurnOut(serializers.Serializer):
+    number = serializers.IntegerField()
+    role = serializers.CharField()
+    content = serializers.CharField(allow_blank=True)
+    tool = serializers.CharField(allow_blank=True)
+    args = serializers.JSONField(allow_null=True)
+    tool_call_id = serializers.CharField(allow_blank=True)
+    boundary = serializers.CharField(allow_blank=True)
+    tokens = serializers.IntegerField()
+
+
+class ContextOut(serializers.Serializer):
+    system_prompt = serializers.CharField(allow_blank=True)
+    pinned_state = PinnedStateOut()
+    summary = SummaryOut(allow_null=True)
+    summary_covers_turns = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
+    turns = ContextTurnOut(many=True)
+    tokens = TokensOut()
+    token_budget = serializers.IntegerField()
+    threshold_tokens = serializers.IntegerField()
+
+
+class CoverageRefOut(serializers.Serializer):
+    category = serializers.CharField()
+    id = serializers.CharField(allow_null=True)
+    at_turn = serializers.IntegerField(allow_null=True)
+    label = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # a field, not Field.label
+
+
+class CoverageOut(serializers.Serializer):
+    covered = CoverageRefOut(many=True)
+    missing = CoverageRefOut(many=True)
+
+
+class PolicyOutcomeOut(serializers.Serializer):
+    """What the compaction policy did with the turn; the event's figures when it recorded one."""
+
+    status = serializers.ChoiceField(
+        choices=["not_due", "deferred", "queued", "applied", "forced", "failed", "over_budget", "superseded"],
+        help_text=(
+            "queued: a compaction is pending (a worker runs it; pending_since says since when); forced: the hard "
+            "ceiling compacted before a boundary; over_budget: the request exceeds the budget and no safe cut exists."
+        ),
+    )
+    reason = serializers.CharField(
+        required=False, help_text="Why it deferred, was forced, failed or is over budget."
+    )
+    pending_since = serializers.DateTimeField(required=False)
+    upto_turn = serializers.IntegerField(required=False)
+    number = serializers.IntegerField(required=False)
+    at_turn = serializers.IntegerField(required=False)
+    replaced_turns = serializers.ListField(child=serializers.IntegerField(), allow_null=True, required=False)
+    tokens_before = serializers.IntegerField(required=False)
+    tokens_after = serializers.IntegerField(allow_null=True, required=False)
+    coverage_missing = CoverageRefOut(many=True, required=False)
+
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        # The event's figures appear only when the policy recorded an event; absent is not null.
+        return {k: v for k, v in super().to_representation(instance).items() if k in instance}
+
+
+class TurnAppendedOut(serializers.Serializer):
+    turn = serializers.IntegerField(help_text="The new turn's number.")
+    tokens = serializers.IntegerField(help_text="The new turn's tokens.")
+    context_tokens = serializers.IntegerField(help_text="The assembled request's tokens after this turn.")
+    threshold_tokens = serializers.IntegerField()
+    token_budget = serializers.IntegerField()
+    compaction = PolicyOutcomeOut()
+
+
+class ActionRecordedOut(serializers.Serializer):
+    action = ActionOut()
+    state_version = serializers.IntegerField()
+    refunded_cents_total = serializers.IntegerField()
+
+
+class CompactionOut(serializers.Serializer):
+    number = serializers.IntegerField()
+    at_turn = serializers.IntegerField()
+    status = serializers.CharField()
+    replaced_turns = serializers.SerializerMethodField()
+    tokens_before = serializers.IntegerField()
+    tokens_after = serializers.IntegerField(allow_null=True)
+    tokens_saved = serializers.IntegerField()
+    threshold_tokens = serializers.IntegerField()
+    attempts = serializers.IntegerField()
+    validation_errors = serializers.ListField(child=serializers.CharField(allow_blank=True))
+    summarizer_backend = serializers.CharField(allow_blank=True)
+    summarizer_model = serializers.CharField(allow_blank=True)
+    latency_ms = serializers.IntegerField()
+    summarizer_input_tokens = serializers.IntegerField()
+    summarizer_output_tokens = serializers.IntegerField()
+    cost_usd = serializers.DecimalField(max_digits=12, decimal_places=6)
+    coverage = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField(), allow_null=True))
+    def get_replaced_turns(self, event: Any) -> list[int] | None:
+        if event.first_replaced_turn is None or event.last_replaced_turn is None:
+            return None
+        return [event.first_replaced_turn, event.last_replaced_turn]
+
+    @extend_schema_field(CoverageOut)
+    def get_coverage(self, event: Any) -> dict[str, Any]:
+        coverage = event.coverage or {}
+        return {"covered": coverage.get("covered", []), "missing": coverage.get("missing", [])}

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from django.urls import URLPattern, URLResolver, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import AllowAny
+
+from desk.api import views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("tickets/", views.TicketListView.as_view(), name="api-tickets"),
+    path("tickets/<str:ticket_id>/", views.TicketDetailView.as_view(), name="api-ticket"),
+    path("tickets/<str:ticket_id>/turns/", views.TurnListView.as_view(), name="api-turns"),
+    path("tickets/<str:ticket_id>/state/", views.StateView.as_view(), name="api-state"),
+    path("tickets/<str:ticket_id>/actions/", views.ActionListView.as_view(), name="api-actions"),
+    path("tickets/<str:ticket_id>/context/", views.ContextView.as_view(), name="api-context"),
+    path("tickets/<str:ticket_id>/compactions/", views.CompactionListView.as_view(), name="api-compactions"),
+    # The schema and its docs are public: they describe the API, they do not read tickets.
+    path("schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="api-schema"),
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[AllowAny]),
+        name="api-docs",
+    ),
+    re_path(r"^(?P<path>.*)$", views.not_found),
+]

@@ -1,0 +1,249 @@
+"""The agents' REST API. Each handler: check the headers, validate the body, call one service or selector,
+answer with an output serializer. Rules live in the services; errors are mapped in exceptions.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from desk.api import headers, schema, selectors, serializers
+from desk.api.exceptions import desk_exception_handler
+from desk.api.parsers import BoundedJSONParser
+from desk.api.permissions import AgentWritesStaffReads
+from desk.api.services import receive_turn_once, record_action_once
+from tickets.models import ActorKind
+from tickets.services.actors import Actor
+from tickets.services.lifecycle import open_ticket, set_ticket_status
+from tickets.services.state_changes import change_state
+
+
+class DeskAPIView(APIView):
+    """Token auth for agents, session auth for people in a browser; JSON in, JSON out, JSON errors."""
+
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    permission_classes = [AgentWritesStaffReads]
+    parser_classes = [BoundedJSONParser]
+    renderer_classes = [JSONRenderer]
+
+    def get_exception_handler(self) -> Any:
+        return desk_exception_handler
+
+
+def _agent(request: Request) -> Actor:
+    return Actor(kind=ActorKind.AGENT, user=request.user)  # type: ignore[arg-type]
+
+
+def _validated(serializer_class: type[serializers.StrictSerializer], request: Request) -> dict[str, Any]:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+class TicketListView(DeskAPIView):
+    """Open a ticket of a class: the pinned state starts empty at version 1."""
+
+    @extend_schema(
+        operation_id="open_ticket",
+        summary="Open a ticket",
+        request=serializers.TicketIn,
+        responses={201: serializers.TicketOut, **schema.errors(400, 401, 403, 409, 413)},
+        examples=[schema.OPEN_TICKET_EXAMPLE],
+    )
+    def post(self, request: Request) -> Response:
+        data = _validated(serializers.TicketIn, request)
+        ticket = open_ticket(by=_agent(request), **data)
+        detail = selectors.ticket_detail(ticket.ticket_id)
+        location = reverse("api-ticket", kwargs={"ticket_id": ticket.ticket_id})
+        return Response(
+            serializers.TicketOut(detail.as_json()).data,
+            status=status.HTTP_201_CREATED,
+            headers={"Location": location},
+        )
+
+
+class TicketDetailView(DeskAPIView):
+    """The ticket, its state version, and the token figures of the request an agent would send now."""
+
+    @extend_schema(
+        operation_id="get_ticket",
+        summary="A ticket with its token figures",
+        responses={200: serializers.TicketOut, **schema.errors(401, 403, 404)},
+    )
+    def get(self, request: Request, ticket_id: str) -> Response:
+        detail = selectors.ticket_detail(ticket_id)
+        return Response(serializers.TicketOut(detail.as_json()).data)
+
+    @extend_schema(
+        operation_id="set_ticket_status",
+        summary="Move the ticket to open, waiting, resolved or escalated",
+        request=serializers.TicketStatusIn,
+        responses={200: serializers.TicketOut, **schema.errors(400, 401, 403, 404, 413)},
+    )
+    def patch(self, request: Request, ticket_id: str) -> Response:
+        ticket = selectors.ticket_by_id(ticket_id)
+        data = _validated(serializers.TicketStatusIn, request)
+        set_ticket_status(ticket=ticket, status=data["status"], by=_agent(request))
+        return Response(serializers.TicketOut(selectors.ticket_detail(ticket_id).as_json()).data)
+
+
+class TurnListView(DeskAPIView):
+    """Append the next turn. Compaction is due on tokens and fires only at a boundary; the answer says what it did."""
+
+    @extend_schema(
+        operation_id="append_turn",
+        summary="Append one turn; the compaction policy runs on it",
+        request=serializers.TurnIn,
+        responses={201: serializers.TurnAppendedOut, **schema.errors(400, 401, 403, 404, 413)},
+        examples=schema.TURN_EXAMPLES,
+    )
+    def post(self, request: Request, ticket_id: str) -> Response:
+        ticket = selectors.ticket_by_id(ticket_id)
+        key = headers.optional_idempotency_key(request.headers.get("Idempotency-Key"))
+        data = _validated(serializers.TurnIn, request)
+        received = receive_turn_once(ticket=ticket, idempotency_key=key, by=_agent(request), **data)
+        response = Response(
+            serializers.TurnAppendedOut(received.as_json()).data, status=status.HTTP_201_CREATED
+        )
+        if received.replayed:
+            response["Idempotent-Replayed"] = "true"
+        return response
+
+
+IF_NONE_MATCH = OpenApiParameter(
+    "If-None-Match",
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description='The ETag you hold (e.g. "3"): answered 304 with no body while the state is still at it.',
+)
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    location=OpenApiParameter.HEADER,
+    required=True,
+    description='The ETag (version) of the state you read, e.g. "3". Missing: 428. Stale: 412.',
+)
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    location=OpenApiParameter.HEADER,
+    required=True,
+    description=(
+        "Unique per action, reused on every retry of it: 1-255 visible ASCII characters. The same key with "
+        "the same body answers the first response again (with Idempotent-Replayed: true); with another body, 422."
+    ),
+)
+ETAG_HEADER = OpenApiParameter(
+    "ETag", location=OpenApiParameter.HEADER, response=True, description='The state version, e.g. "3".'
+)
+
+
+class StateView(DeskAPIView):
+    """The pinned state: read it (ETag = version), change it with If-Match."""
+
+    @extend_schema(
+        operation_id="get_state",
+        summary="The pinned state (ETag = version)",
+        parameters=[IF_NONE_MATCH, ETAG_HEADER],
+        responses={
+            200: serializers.PinnedStateOut,
+            304: OpenApiResponse(
+                description="Not modified: the state is still at the version in If-None-Match."
+            ),
+            **schema.errors(401, 403, 404),
+        },
+    )
+    def get(self, request: Request, ticket_id: str) -> Response:
+        pinned = selectors.pinned_state_by_ticket_id(ticket_id)
+        tag = {"ETag": headers.etag(pinned.version)}
+        if headers.if_none_match_matches(request.headers.get("If-None-Match"), pinned.version):
+            return Response(status=status.HTTP_304_NOT_MODIFIED, headers=tag)
+        return Response(serializers.PinnedStateOut(pinned.agent_json()).data, headers=tag)
+
+    @extend_schema(
+        operation_id="change_state",
+        summary="Record a constraint, a question opened or resolved, or a decision",
+        parameters=[IF_MATCH, ETAG_HEADER],
+        request=serializers.StateChangeIn,
+        responses={200: serializers.PinnedStateOut, **schema.errors(400, 401, 403, 404, 412, 413, 428)},
+        examples=schema.STATE_EXAMPLES,
+    )
+    def post(self, request: Request, ticket_id: str) -> Response:
+        ticket = selectors.ticket_by_id(ticket_id)
+        expected_version = headers.if_match_version(request.headers.get("If-Match"))
+        data = _validated(serializers.StateChangeIn, request)
+        pinned = change_state(ticket=ticket, expected_version=expected_version, by=_agent(request), **data)
+        return Response(
+            serializers.PinnedStateOut(pinned.agent_json()).data,
+            headers={"ETag": headers.etag(pinned.version)},
+        )
+
+
+class ActionListView(DeskAPIView):
+    """Record an action with an Idempotency-Key; a second irreversible action on the same item is refused."""
+
+    @extend_schema(
+        operation_id="record_action",
+        summary="Record an action the moment it succeeded",
+        parameters=[
+            IDEMPOTENCY_KEY,
+            OpenApiParameter(
+                "Idempotent-Replayed",
+                location=OpenApiParameter.HEADER,
+                response=[201],
+                description="true when this is the stored answer to an earlier request with the same key.",
+            ),
+        ],
+        request=serializers.ActionIn,
+        responses={201: serializers.ActionRecordedOut, **schema.errors(400, 401, 403, 404, 409, 413, 422)},
+        examples=schema.ACTION_EXAMPLES,
+    )
+    def post(self, request: Request, ticket_id: str) -> Response:
+        ticket = selectors.ticket_by_id(ticket_id)
+        key = headers.idempotency_key(request.headers.get("Idempotency-Key"))
+        data = _validated(serializers.ActionIn, request)
+        recorded = record_action_once(ticket=ticket, idempotency_key=key, by=_agent(request), **data)
+        # record_action stores only successes, and stores them as 201: a replay answers the same.
+        response = Response(serializers.ActionRecordedOut(recorded.body).data, status=status.HTTP_201_CREATED)
+        if recorded.replayed:
+            response["Idempotent-Replayed"] = "true"
+        return response
+
+
+class ContextView(DeskAPIView):
+    """System prompt, pinned state, active summary and the turns since: what to send the model next."""
+
+    @extend_schema(
+        operation_id="get_context",
+        summary="The assembled request to send to the model",
+        responses={200: serializers.ContextOut, **schema.errors(401, 403, 404)},
+    )
+    def get(self, request: Request, ticket_id: str) -> Response:
+        context = selectors.ticket_context(ticket_id)
+        return Response(serializers.ContextOut(context.as_json()).data)
+
+
+class CompactionListView(DeskAPIView):
+    """Every compaction event: applied, deferred or failed, with tokens, cost, latency and coverage."""
+
+    @extend_schema(
+        operation_id="list_compactions",
+        summary="The ticket's compaction events",
+        responses={200: serializers.CompactionOut(many=True), **schema.errors(401, 403, 404)},
+    )
+    def get(self, request: Request, ticket_id: str) -> Response:
+        events = selectors.ticket_compactions(ticket_id)
+        return Response(serializers.CompactionOut(events, many=True).data)
+
+
+def not_found(request: HttpRequest, path: str = "") -> JsonResponse:
+    """Any other address under /api/v1/ gets a JSON 404 too, not an HTML page."""
+    return JsonResponse(
+        {"error": "not_found", "message": f"no API endpoint at {request.path}; see /api/v1/docs/"}, status=404
+    )

@@ -1,0 +1,297 @@
+"""The `sundry-ticket/1` import format: parse and validate a whole file first, then write ticket by ticket.
+
+Each ticket is written in one transaction, through the same services a live agent uses, so an
+imported ticket is compacted exactly as it would have been live. A malformed file writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from django.db import transaction
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from desk.turns import receive_turn
+from tickets.errors import DeskError, RepeatRefused
+from tickets.models import SummarizerBackend, TicketClass, Turn
+from tickets.services.actions import record_action
+from tickets.services.actors import SYSTEM, Actor
+from tickets.services.lifecycle import open_ticket
+from tickets.services.state_changes import change_state
+
+FORMAT = "sundry-ticket/1"
+
+
+class ImportEvent(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal[
+        "action_taken", "constraint_stated", "question_opened", "question_resolved", "decision_made"
+    ]
+    text: str | None = None
+    tool: str | None = None
+    item: str = ""
+    amount_cents: int = Field(default=0, ge=0)
+    at_turn: int | None = Field(default=None, ge=1)
+    reversible: bool = False
+    args: dict[str, Any] | None = None
+    idempotency_key: str | None = None
+    repeat_of_earlier: bool = False
+    reason: str = ""
+    expect_refused: bool = False
+
+
+class ImportTurn(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["customer", "agent", "tool_call", "tool_result"]
+    content: str = ""
+    tool: str = ""
+    args: dict[str, Any] | None = None
+    tool_call_id: str = ""
+    boundary: str = ""
+    events: list[ImportEvent] = Field(default_factory=list)
+
+
+class ImportClass(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    slug: str = Field(min_length=1, max_length=64, pattern=r"^[-a-zA-Z0-9_]+$")
+    token_budget: int = Field(ge=256)
+    compaction_threshold: float = Field(gt=0, le=1)
+    keep_recent_tokens: int | None = Field(default=None, ge=0)
+    summarizer_backend: Literal["extractive", "openai"] | None = None
+    summarizer_model: str | None = None
+
+
+class ImportTicket(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    format: Literal["sundry-ticket/1"] = "sundry-ticket/1"
+    ticket_id: str = Field(min_length=1, max_length=64)
+    order_id: str = Field(min_length=1, max_length=64)
+    seller_type: str = Field(min_length=1, max_length=40)
+    ticket_class: str | ImportClass
+    system_prompt: str | None = None
+    turns: list[ImportTurn] = Field(default_factory=list)
+
+
+class ImportFileError(Exception):
+    """A file that cannot be imported, with the file, the ticket and the field named."""
+
+
+@dataclass
+class TicketImported:
+    ticket_id: str
+    turns: int = 0
+    actions_recorded: int = 0
+    refused_as_expected: int = 0
+    compactions: dict[str, int] = field(default_factory=dict)
+
+    def line(self) -> str:
+        compactions = ", ".join(f"{n} {status}" for status, n in sorted(self.compactions.items())) or "none"
+        return (
+            f"{self.ticket_id}: {self.turns} turns, {self.actions_recorded} actions recorded, "
+            f"{self.refused_as_expected} refused as expected, compactions: {compactions}"
+        )
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        location = ".".join(str(p) for p in error["loc"])
+        parts.append(f"{location}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def parse_documents(text: str, *, source: str) -> list[dict[str, Any]]:
+    """A file holds one ticket object, a list of them, or JSON Lines."""
+    stripped = text.strip()
+    if not stripped:
+        raise ImportFileError(f"{source}: the file is empty")
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError as whole_error:
+        lines = [line for line in stripped.splitlines() if line.strip()]
+        if len(lines) < 2:
+            raise ImportFileError(
+                f"{source}: not valid JSON: {whole_error.msg} at line {whole_error.lineno} column {whole_error.colno}"
+            ) from None
+        docs = []
+        for number, line in enumerate(stripped.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                docs.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ImportFileError(
+                    f"{source}: not valid JSON (nor JSON Lines): line {number}: {exc.msg} at column {exc.colno}"
+                ) from None
+        data = docs
+    documents = data if isinstance(data, list) else [data]
+    for index, doc in enumerate(documents):
+        if not isinstance(doc, dict):
+            raise ImportFileError(
+                f"{source}: ticket #{index + 1} is a {type(doc).__name__}, not a JSON object"
+            )
+    return documents
+
+
+def validate_documents(documents: list[dict[str, Any]], *, source: str) -> list[ImportTicket]:
+    tickets = []
+    for index, doc in enumerate(documents):
+        label = doc.get("ticket_id") or f"#{index + 1} (no ticket_id)"
+        try:
+            tickets.append(ImportTicket.model_validate(doc))
+        except ValidationError as exc:
+            raise ImportFileError(f"{source}: ticket {label}: {_describe(exc)}") from None
+    seen: set[str] = set()
+    for ticket in tickets:
+        if ticket.ticket_id in seen:
+            raise ImportFileError(f"{source}: ticket {ticket.ticket_id}: appears twice in the file")
+        seen.add(ticket.ticket_id)
+    return tickets
+
+
+def load_file(path: Path) -> list[ImportTicket]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportFileError(f"{path}: cannot read: {exc}") from None
+    return validate_documents(parse_documents(text, source=str(path)), source=str(path))
+
+
+def resolve_class(spec: str | ImportClass) -> TicketClass:
+    """A slug names an existing class; an object creates one unless its slug exists (then it is used as it is)."""
+    if isinstance(spec, str):
+        found = TicketClass.objects.filter(slug=spec).first()
+        if found is None:
+            raise DeskError(f"ticket_class: no class with slug {spec!r}", field="ticket_class")
+        return found
+    existing = TicketClass.objects.filter(slug=spec.slug).first()
+    if existing is not None:
+        return existing
+    fields: dict[str, Any] = {
+        "slug": spec.slug,
+        "token_budget": spec.token_budget,
+        "compaction_threshold": spec.compaction_threshold,
+    }
+    if spec.keep_recent_tokens is not None:
+        fields["keep_recent_tokens"] = spec.keep_recent_tokens
+    if spec.summarizer_backend is not None:
+        fields["summarizer_backend"] = SummarizerBackend(spec.summarizer_backend)
+    if spec.summarizer_model is not None:
+        fields["summarizer_model"] = spec.summarizer_model
+    return TicketClass.objects.create(**fields)
+
+
+@transaction.atomic
+def import_ticket(doc: ImportTicket, *, by: Actor = SYSTEM, source: str = "") -> TicketImported:
+    """Write one ticket, turn by turn, with its events, as a live agent would have. All or nothing."""
+    prefix = f"{source}: " if source else ""
+    report = TicketImported(ticket_id=doc.ticket_id)
+    try:
+        ticket_class = resolve_class(doc.ticket_class)
+        ticket = open_ticket(
+            ticket_id=doc.ticket_id,
+            order_id=doc.order_id,
+            seller_type=doc.seller_type,
+            ticket_class=ticket_class,
+            system_prompt=doc.system_prompt,
+            by=by,
+        )
+    except DeskError as exc:
+        raise ImportFileError(f"{prefix}ticket {doc.ticket_id}: {exc.message}") from None
+
+    counted: set[tuple[str, int]] = set()
+    for index, turn_doc in enumerate(doc.turns, start=1):
+        where = f"{prefix}ticket {doc.ticket_id}: turns.{index - 1}"
+
+        def apply_events(turn: Turn, turn_doc: ImportTurn = turn_doc, where: str = where) -> None:
+            for event_index, event in enumerate(turn_doc.events):
+                _apply_event(
+                    ticket,
+                    event,
+                    turn_number=turn.number,
+                    event_index=event_index,
+                    by=by,
+                    where=f"{where}.events.{event_index}",
+                    report=report,
+                )
+
+        try:
+            received = receive_turn(
+                ticket=ticket,
+                role=turn_doc.role,
+                content=turn_doc.content,
+                tool=turn_doc.tool,
+                args=turn_doc.args,
+                tool_call_id=turn_doc.tool_call_id,
+                boundary=turn_doc.boundary,
+                extra=turn_doc.model_extra or {},
+                with_turn=apply_events,
+                by=by,
+            )
+        except DeskError as exc:
+            field = exc.detail.get("field")
+            raise ImportFileError(f"{where}{'.' + field if field else ''}: {exc.message}") from None
+        report.turns += 1
+        outcome = received.compaction
+        if outcome.status != "not_due":
+            # A deferral stays open over several turns: count events, not the turns that saw them.
+            key = (outcome.status, outcome.event.number if outcome.event else -received.turn.number)
+            if key not in counted:
+                counted.add(key)
+                report.compactions[outcome.status] = report.compactions.get(outcome.status, 0) + 1
+    return report
+
+
+def _apply_event(
+    ticket: Any,
+    event: ImportEvent,
+    *,
+    turn_number: int,
+    event_index: int,
+    by: Actor,
+    where: str,
+    report: TicketImported,
+) -> None:
+    at_turn = event.at_turn or turn_number
+    try:
+        if event.type == "action_taken":
+            if not event.tool:
+                raise ImportFileError(f"{where}.tool: an action_taken event needs its tool")
+            try:
+                record_action(
+                    ticket=ticket,
+                    tool=event.tool,
+                    item=event.item,
+                    amount_cents=event.amount_cents,
+                    at_turn=at_turn,
+                    reversible=event.reversible,
+                    args=event.args,
+                    idempotency_key=event.idempotency_key
+                    or f"import-{ticket.ticket_id}-{turn_number}-{event_index}",
+                    repeat_of_earlier=event.repeat_of_earlier,
+                    reason=event.reason,
+                    by=by,
+                )
+            except RepeatRefused as refused:
+                if event.expect_refused:
+                    report.refused_as_expected += 1
+                    return
+                raise ImportFileError(f"{where}: refused: {refused.message}") from None
+            if event.expect_refused:
+                raise ImportFileError(
+                    f"{where}: expected the desk to refuse this action, but it was recorded"
+                )
+            report.actions_recorded += 1
+            return
+        if not event.text:
+            raise ImportFileError(f"{where}.text: a {event.type} event needs its text")
+        change_state(ticket=ticket, op=event.type, text=event.text, at_turn=at_turn, by=by)
+    except DeskError as exc:
+        raise ImportFileError(f"{where}: {exc.message}") from None

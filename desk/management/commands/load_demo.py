@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand, CommandParser
+from rest_framework.authtoken.models import Token
+
+from desk.demo import demo_status, generated_ticket, reference_ticket_path
+from desk.importer import ImportTicket, import_ticket, load_file
+from tickets.accounts import ADMIN, SUPERVISOR, create_agent, create_person
+from tickets.models import Ticket
+from tickets.services.lifecycle import set_ticket_status
+
+DEMO_PEOPLE = [("supervisor", "supervisor-demo", SUPERVISOR), ("admin", "admin-demo", ADMIN)]
+
+
+class Command(BaseCommand):
+    help = "Load the demo data (T-40118 and generated tickets) and demo users; safe to run again."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--tickets", type=int, default=36, help="how many generated tickets (default 36)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        path = reference_ticket_path()
+        docs = load_file(path)
+        wanted = docs + [ImportTicket.model_validate(generated_ticket(i)) for i in range(options["tickets"])]
+        existing = set(
+            Ticket.objects.filter(ticket_id__in=[d.ticket_id for d in wanted]).values_list(
+                "ticket_id", flat=True
+            )
+        )
+        todo = [d for d in wanted if d.ticket_id not in existing]
+        if existing:
+            self.stdout.write(f"{len(existing)} demo ticket(s) already loaded")
+        statuses = {f"T-{50000 + i}": demo_status(i) for i in range(options["tickets"])}
+        for number, doc in enumerate(todo, start=1):
+            report = import_ticket(doc, source=str(path) if doc in docs else "generated")
+            status = statuses.get(doc.ticket_id, "open")
+            if status != "open":
+                set_ticket_status(ticket=Ticket.objects.get(ticket_id=doc.ticket_id), status=status)
+            self.stdout.write(
+                f"[{number}/{len(todo)}] {report.line()}" + (f", {status}" if status != "open" else "")
+            )
+
+        for username, password, role in DEMO_PEOPLE:
+            if not User.objects.filter(username=username).exists():
+                create_person(username=username, password=password, role=role)
+        if not User.objects.filter(username="demo-agent").exists():
+            create_agent(name="demo-agent")
+        token = Token.objects.get(user__username="demo-agent").key
+        self.stdout.write(
+            self.style.SUCCESS(
+                "demo users: supervisor / supervisor-demo, admin / admin-demo (log in at /accounts/login/)\n"
+                f"demo agent API token: {token}"
+            )
+        )

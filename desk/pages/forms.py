@@ -1,0 +1,221 @@
+"""HTML form input: the supervisor's state correction, the queue filters and the replay picker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.core.validators import MaxValueValidator
+
+from desk.pages.selectors import QUEUE_SORTS, QueueFilters, QueueFlag
+from tickets.models import StateOp, TicketStatus
+
+# What each correction asks for, besides the reason and the version it was rendered from.
+CORRECTION_FIELDS: dict[str, tuple[str, ...]] = {
+    StateOp.ACTION_ADDED: ("tool", "item", "amount", "at_turn", "reversible"),
+    StateOp.ACTION_REVERSED: ("target_id",),
+    StateOp.CONSTRAINT_STATED: ("text", "at_turn"),
+    StateOp.CONSTRAINT_EDITED: ("target_id", "text"),
+    StateOp.QUESTION_RESOLVED: ("target_id",),
+}
+CORRECTION_TITLES: dict[str, str] = {
+    StateOp.ACTION_ADDED: "Add a missed action",
+    StateOp.ACTION_REVERSED: "Mark an action reversed",
+    StateOp.CONSTRAINT_STATED: "Add a constraint",
+    StateOp.CONSTRAINT_EDITED: "Edit a constraint",
+    StateOp.QUESTION_RESOLVED: "Resolve a question",
+}
+REQUIRED_BY_OP: dict[str, tuple[str, ...]] = {
+    StateOp.ACTION_ADDED: ("tool",),
+    StateOp.ACTION_REVERSED: ("target_id",),
+    StateOp.CONSTRAINT_STATED: ("text",),
+    StateOp.CONSTRAINT_EDITED: ("target_id", "text"),
+    StateOp.QUESTION_RESOLVED: ("target_id",),
+}
+
+
+class CorrectionForm(forms.Form):
+    """One correction of the pinned state. The reason is required; the version is the one the form
+    was rendered from, so a change made meanwhile is refused instead of overwritten."""
+
+    op = forms.ChoiceField(
+        choices=[(op, CORRECTION_TITLES[op]) for op in CORRECTION_FIELDS], widget=forms.HiddenInput
+    )
+    expected_version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+    target_id = forms.CharField(required=False, max_length=20, label="Item")
+    text = forms.CharField(required=False, max_length=2000, label="Text")
+    tool = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Tool",
+        widget=forms.TextInput(attrs={"placeholder": "issue_refund"}),
+    )
+    item = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Item",
+        widget=forms.TextInput(attrs={"placeholder": "garden-table"}),
+    )
+    amount = forms.DecimalField(
+        required=False, min_value=Decimal("0"), max_digits=10, decimal_places=2, label="Amount (USD)"
+    )
+    at_turn = forms.IntegerField(required=False, min_value=1, label="At turn")
+    reversible = forms.BooleanField(required=False, label="Reversible")
+    reason = forms.CharField(
+        max_length=2000,
+        label="Reason",
+        widget=forms.TextInput(attrs={"placeholder": "Why this correction (required)"}),
+        error_messages={"required": "A reason is required for every correction."},
+    )
+
+    def __init__(
+        self, *args: Any, targets: dict[str, list[tuple[str, str]]] | None = None, **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("label_suffix", "")
+        data = args[0] if args else kwargs.get("data")
+        op = (data or {}).get("op") or (kwargs.get("initial") or {}).get("op")
+        op = op if op in CORRECTION_FIELDS else "correction"
+        # Five of these forms share the page: ids per op keep each label tied to its own input.
+        kwargs.setdefault("auto_id", f"id_{op}_%s")
+        super().__init__(*args, **kwargs)
+        choices = (targets or {}).get(str(op), [])
+        self.fields["target_id"].widget = forms.Select(choices=[("", "choose…"), *choices])
+        self.fields["at_turn"].widget.attrs.update({"min": 1, "style": "width:5em"})
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        op = cleaned.get("op")
+        for name in REQUIRED_BY_OP.get(str(op), ()):
+            value = cleaned.get(name)
+            if value in (None, "") and name not in self.errors:
+                self.add_error(name, "This field is required for this correction.")
+        return cleaned
+
+    def service_arguments(self) -> dict[str, Any]:
+        """Keyword arguments for `tickets.services.correct_state` (besides ticket and actor)."""
+        data = self.cleaned_data
+        amount = data.get("amount") or Decimal("0")
+        return {
+            "op": data["op"],
+            "expected_version": data["expected_version"],
+            "reason": data["reason"],
+            "target_id": data.get("target_id") or "",
+            "text": data.get("text") or "",
+            "tool": data.get("tool") or "",
+            "item": data.get("item") or "",
+            "amount_cents": int((amount * 100).to_integral_value()),
+            "at_turn": data.get("at_turn"),
+            "reversible": bool(data.get("reversible")),
+        }
+
+    def field_names(self) -> tuple[str, ...]:
+        op = self.data.get("op") if self.is_bound else self.initial.get("op")
+        return CORRECTION_FIELDS.get(str(op), ())
+
+
+@dataclass(frozen=True)
+class CorrectionPanel:
+    op: str
+    title: str
+    form: CorrectionForm
+
+    @property
+    def fields(self) -> list[forms.BoundField]:
+        return [self.form[name] for name in self.form.field_names()]
+
+    @property
+    def open(self) -> bool:
+        return self.form.is_bound
+
+
+def correction_targets(state: dict[str, Any]) -> dict[str, list[tuple[str, str]]]:
+    """The items each correction can name, from the agent-facing state."""
+    actions = [
+        (a["id"], f"{a['id']} {a['tool']} {a.get('item', '')} ${a.get('amount_cents', 0) / 100:,.2f}".strip())
+        for a in state.get("actions_taken", [])
+        if not a.get("reversed")
+    ]
+    constraints = [(c["id"], f"{c['id']} {c['text']}") for c in state.get("customer_constraints", [])]
+    questions = [(q["id"], f"{q['id']} {q['text']}") for q in state.get("open_questions", [])]
+    return {
+        StateOp.ACTION_REVERSED: actions,
+        StateOp.CONSTRAINT_EDITED: constraints,
+        StateOp.QUESTION_RESOLVED: questions,
+    }
+
+
+def correction_panels(
+    state: dict[str, Any], *, bound: CorrectionForm | None = None, version: int | None = None
+) -> list[CorrectionPanel]:
+    """One small form per correction, each rendered from the current version; `bound` replaces its op's."""
+    targets = correction_targets(state)
+    current = version if version is not None else int(state.get("version", 1))
+    panels = []
+    for op, title in CORRECTION_TITLES.items():
+        if bound is not None and bound.data.get("op") == op:
+            form = bound
+        else:
+            form = CorrectionForm(
+                initial={"op": op, "expected_version": current}, targets=targets, prefix=None
+            )
+        panels.append(CorrectionPanel(op=op, title=title, form=form))
+    return panels
+
+
+class QueueFilterForm(forms.Form):
+    q = forms.CharField(
+        required=False,
+        max_length=64,
+        label="Search",
+        widget=forms.SearchInput(attrs={"placeholder": "Ticket or order id"}),
+    )
+    ticket_class = forms.ChoiceField(required=False, label="Class")
+    status = forms.ChoiceField(
+        required=False, choices=[("", "Any status"), *TicketStatus.choices], label="Status"
+    )
+    flags = forms.MultipleChoiceField(
+        required=False, choices=QueueFlag.choices, widget=forms.CheckboxSelectMultiple, label="Flags"
+    )
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[("recent", "Newest"), ("tokens", "Most tokens"), ("turns", "Most turns")],
+        label="Sort",
+    )
+
+    def __init__(self, *args: Any, class_slugs: list[str], **kwargs: Any) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+        class_field = self.fields["ticket_class"]
+        assert isinstance(class_field, forms.ChoiceField)
+        class_field.choices = [("", "Any class"), *((s, s) for s in class_slugs)]
+
+    def filters(self) -> QueueFilters:
+        if not self.is_valid():
+            return QueueFilters()
+        data = self.cleaned_data
+        sort = data.get("sort") or "recent"
+        return QueueFilters(
+            q=data.get("q") or "",
+            ticket_class=data.get("ticket_class") or "",
+            status=data.get("status") or "",
+            flags=tuple(data.get("flags") or ()),
+            sort=sort if sort in QUEUE_SORTS else "recent",
+        )
+
+
+class ReplayForm(forms.Form):
+    turn = forms.IntegerField(min_value=1, label="Turn")
+
+    def __init__(self, *args: Any, turn_count: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["turn"]
+        field.validators.append(MaxValueValidator(turn_count, message=f"This ticket has {turn_count} turns."))
+        field.widget.attrs.update({"min": 1, "max": turn_count})
+
+
+class StatusForm(forms.Form):
+    """A supervisor moves a ticket: escalate it, park it as waiting, resolve or reopen it."""
+
+    status = forms.ChoiceField(choices=TicketStatus.choices, label="Status")

@@ -1,0 +1,125 @@
+"""A turn arriving: the one place to read what happens when an agent (or the importer) posts a turn.
+
+1. In one short transaction: append the turn (tickets), apply what happens with it (the importer's
+   state events), and run the compaction policy (compaction), which may claim a compaction.
+2. After commit: a worker backend gets the claim queued (`transaction.on_commit`); the immediate
+   backend, or the hard ceiling whatever the backend, runs it now, with no transaction open, inside
+   the compaction deadline, so the turn answer reports what it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.tasks import task_backends
+from django.tasks.backends.immediate import ImmediateBackend
+
+from compaction.models import CompactionEvent
+from compaction.services import PolicyOutcome, decide
+from compaction.tasks import compact_ticket_task
+from tickets.models import Ticket, Turn
+from tickets.services.actors import SYSTEM, Actor
+from tickets.services.turns import append_turn
+
+
+@dataclass(frozen=True)
+class TurnReceived:
+    turn: Turn
+    context_tokens: int
+    threshold_tokens: int
+    token_budget: int
+    compaction: PolicyOutcome
+    replayed: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn.number,
+            "tokens": self.turn.tokens,
+            "context_tokens": self.context_tokens,
+            "threshold_tokens": self.threshold_tokens,
+            "token_budget": self.token_budget,
+            "compaction": self.compaction.as_json(),
+        }
+
+
+def compaction_runs_inline() -> bool:
+    """The immediate backend runs a queued compaction at once; a worker backend runs it later."""
+    return isinstance(task_backends[compact_ticket_task.backend], ImmediateBackend)
+
+
+def receive_turn(
+    *,
+    ticket: Ticket,
+    role: str,
+    content: str = "",
+    tool: str = "",
+    args: dict[str, Any] | None = None,
+    tool_call_id: str = "",
+    boundary: str = "",
+    extra: dict[str, Any] | None = None,
+    idempotency_key: str = "",
+    with_turn: Callable[[Turn], None] | None = None,
+    by: Actor = SYSTEM,
+) -> TurnReceived:
+    """Append a turn, run the policy on it, and compact when due at a boundary or past the budget.
+
+    `with_turn` runs in the turn's transaction, after the append and before the policy: the importer
+    applies the state events that happen with the turn there, so they count toward the trigger.
+    """
+    with transaction.atomic():
+        appended = append_turn(
+            ticket=ticket,
+            role=role,
+            content=content,
+            tool=tool,
+            args=args,
+            tool_call_id=tool_call_id,
+            boundary=boundary,
+            extra=extra,
+            idempotency_key=idempotency_key,
+            by=by,
+        )
+        if appended.replayed:
+            return _replayed(ticket, appended.turn)
+        if with_turn is not None:
+            with_turn(appended.turn)
+        decision = decide(ticket=ticket, turn=appended.turn)
+        inline = compaction_runs_inline()
+        if decision.claimed is not None and not decision.run_now and not inline:
+            event_pk = decision.claimed.pk
+            transaction.on_commit(lambda: compact_ticket_task.enqueue(event_pk=event_pk))
+
+    outcome = decision.outcome
+    if decision.claimed is not None and (decision.run_now or inline):
+        if inline:
+            compact_ticket_task.enqueue(event_pk=decision.claimed.pk)
+        else:
+            compact_ticket_task.call(event_pk=decision.claimed.pk)
+        event = CompactionEvent.objects.get(pk=decision.claimed.pk)
+        outcome = PolicyOutcome(status=event.status, event=event)
+        ticket.context_tokens = Ticket.objects.values_list("context_tokens", flat=True).get(pk=ticket.pk)
+    ticket_class = ticket.ticket_class
+    return TurnReceived(
+        turn=appended.turn,
+        context_tokens=ticket.context_tokens,
+        threshold_tokens=ticket_class.threshold_tokens,
+        token_budget=ticket_class.token_budget,
+        compaction=outcome,
+    )
+
+
+def _replayed(ticket: Ticket, turn: Turn) -> TurnReceived:
+    """The answer to a retried turn: the turn first stored, the figures it had, the compaction it caused."""
+    event = CompactionEvent.objects.filter(ticket=ticket, at_turn=turn.number).first()
+    outcome = PolicyOutcome(status=event.status, event=event) if event else PolicyOutcome(status="not_due")
+    return TurnReceived(
+        turn=turn,
+        context_tokens=turn.context_tokens,
+        threshold_tokens=turn.threshold_tokens,
+        token_budget=turn.token_budget,
+        compaction=outcome,
+        replayed=True,
+    )

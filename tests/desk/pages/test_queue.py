@@ -1,0 +1,160 @@
+"""The ticket queue at `/`: search, filters, budget bar, refunds, compactions, pagination, roles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from desk.pages.selectors import QUEUE_PAGE_SIZE
+from tests.browser.desk_data import admin, agent, import_lossy_t40118, import_t40118, supervisor
+from tests.factories import chat
+from tickets.models import Ticket, TicketClass, TicketStatus
+from tickets.services.actions import record_action
+from tickets.services.lifecycle import open_ticket
+
+pytestmark = pytest.mark.django_db
+
+# session + user + roles + classes for the filter + count + one page of tickets (with their class,
+# pinned state, compaction count and flags in the same query).
+QUEUE_QUERIES = 6
+
+
+@pytest.fixture
+def sam(client: Client) -> Client:
+    client.force_login(supervisor())
+    return client
+
+
+def make_tickets(ticket_class: TicketClass, count: int, *, start: int = 0) -> list[Ticket]:
+    tickets = []
+    for i in range(start, start + count):
+        ticket = open_ticket(
+            ticket_id=f"T-{7000 + i}",
+            order_id=f"SU-{8000 + i}",
+            seller_type="marketplace",
+            ticket_class=ticket_class,
+        )
+        chat(ticket, 2)
+        record_action(
+            ticket=ticket, tool="issue_refund", item="kettle", amount_cents=1500, idempotency_key=f"k{i}"
+        )
+        tickets.append(ticket)
+    return tickets
+
+
+@pytest.mark.parametrize("count", [3, 30])
+def test_queue_query_count_does_not_grow_with_the_tickets(
+    sam: Client, standard_class: TicketClass, django_assert_num_queries: Any, count: int
+) -> None:
+    """Each row's refund, compaction count and flags come with the page query: no per-row queries."""
+    make_tickets(standard_class, count)
+    with django_assert_num_queries(QUEUE_QUERIES):
+        response = sam.get("/")
+    assert response.status_code == 200
+    assert response.content.count(b'class="mono strong"') == count
+
+
+def test_queue_row_shows_budget_bar_refunded_total_and_compaction_count(sam: Client, scenario: dict) -> None:
+    import_t40118(scenario)
+    html = sam.get("/").content.decode()
+    assert "T-40118" in html and "SU-87310" in html
+    assert "$40.00" in html  # refunded total, derived from the pinned actions
+    assert 'class="bar bar-ok"' in html
+    assert "692 / 8000" in html or "/ 8000" in html
+    row = html[html.index("T-40118") :]
+    assert '<td class="num">1</td>' in row[: row.index("</tr>")]  # one applied compaction
+
+
+def test_search_finds_a_ticket_by_ticket_id_or_order_id(sam: Client, standard_class: TicketClass) -> None:
+    make_tickets(standard_class, 3)
+    by_ticket = sam.get("/", {"q": "t-7001"}).content.decode()
+    assert "T-7001" in by_ticket and "T-7002" not in by_ticket
+    by_order = sam.get("/", {"q": "SU-8002"}).content.decode()
+    assert "T-7002" in by_order and "T-7001" not in by_order
+
+
+def test_filters_by_class_and_status(sam: Client, standard_class: TicketClass) -> None:
+    small = TicketClass.objects.create(slug="small-4k", token_budget=4000, compaction_threshold=0.75)
+    make_tickets(standard_class, 2)
+    [other] = make_tickets(small, 1, start=10)
+    Ticket.objects.filter(pk=other.pk).update(status=TicketStatus.ESCALATED)
+    by_class = sam.get("/", {"ticket_class": "small-4k"}).content.decode()
+    assert "T-7010" in by_class and "T-7000" not in by_class
+    by_status = sam.get("/", {"status": "escalated"}).content.decode()
+    assert "T-7010" in by_status and "T-7001" not in by_status
+
+
+def test_coverage_miss_flag_filters_to_the_lossy_ticket(
+    sam: Client, scenario: dict, openai_server: Any
+) -> None:
+    import_lossy_t40118(scenario, openai_server)
+    make_tickets(TicketClass.objects.get(slug="standard-8k"), 2)
+    flagged = sam.get("/", {"flags": "coverage_miss"}).content.decode()
+    assert "T-40118" in flagged and "T-7000" not in flagged
+    assert "coverage miss" in flagged
+    assert "T-40118" not in sam.get("/", {"flags": "failed"}).content.decode()
+
+
+def test_queue_is_paginated(sam: Client, standard_class: TicketClass) -> None:
+    make_tickets(standard_class, QUEUE_PAGE_SIZE + 3)
+    first = sam.get("/").content.decode()
+    assert first.count('class="mono strong"') == QUEUE_PAGE_SIZE
+    assert "page 1 of 2" in first
+    second = sam.get("/", {"page": 2}).content.decode()
+    assert second.count('class="mono strong"') == 3
+
+
+def test_an_htmx_request_gets_only_the_results_fragment(sam: Client, standard_class: TicketClass) -> None:
+    make_tickets(standard_class, 2)
+    response = sam.get("/", {"q": "T-7001"}, headers={"HX-Request": "true"})
+    html = response.content.decode()
+    assert html.lstrip().startswith('<section id="results">')
+    assert "<html" not in html and "T-7001" in html
+    assert "HX-Request" in response["Vary"]
+    assert response["HX-Push-Url"] == "/?q=T-7001"
+
+
+def test_anonymous_users_are_sent_to_the_login_page(client: Client) -> None:
+    response = client.get("/tickets/T-1/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/?next=/tickets/T-1/")
+
+
+def test_an_agent_account_gets_403_on_every_page(client: Client, scenario: dict) -> None:
+    """Agents have unusable passwords; a logged-in agent session is refused anyway."""
+    import_t40118(scenario)
+    client.force_login(agent())
+    for url in [
+        "/",
+        "/tickets/T-40118/",
+        "/tickets/T-40118/compactions/2/",
+        "/tickets/T-40118/replay/?turn=3",
+        "/metrics/",
+        "/classes/",
+    ]:
+        assert client.get(url).status_code == 403, url
+    assert client.post("/tickets/T-40118/state/", {"op": "constraint_stated"}).status_code == 403
+
+
+def test_an_agent_cannot_log_in_with_any_password(client: Client) -> None:
+    agent("agent-9")
+    response = client.post("/accounts/login/", {"username": "agent-9", "password": ""})
+    assert response.status_code == 200
+    assert "_auth_user_id" not in client.session
+
+
+def test_supervisors_log_in_and_see_the_queue(client: Client) -> None:
+    supervisor("sally")
+    response = client.post("/accounts/login/", {"username": "sally", "password": "desk-test-password"})
+    assert response.status_code == 302 and response["Location"] == "/"
+    assert client.get("/").status_code == 200
+
+
+def test_only_admins_reach_the_classes_page(client: Client, standard_class: TicketClass) -> None:
+    client.force_login(supervisor())
+    assert client.get("/classes/").status_code == 403
+    client.force_login(admin())
+    html = client.get("/classes/").content.decode()
+    assert "standard-8k" in html and "6400" in html

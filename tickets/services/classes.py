@@ -1,0 +1,59 @@
+"""Budget classes: created and changed by admins, every change audited."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+
+from tickets.errors import InvalidInput
+from tickets.models import TicketClass, TicketClassChange
+from tickets.tokens import UnknownEncoding, get_encoding
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+
+CLASS_AUDITED_FIELDS = (
+    "slug",
+    "token_budget",
+    "compaction_threshold",
+    "keep_recent_tokens",
+    "summarizer_backend",
+    "summarizer_model",
+    "encoding",
+    "system_prompt",
+    "working_input_price",
+    "working_output_price",
+    "summarizer_input_price",
+    "summarizer_output_price",
+)
+
+
+def _class_settings(ticket_class: TicketClass) -> dict[str, Any]:
+    settings = {}
+    for name in CLASS_AUDITED_FIELDS:
+        value = getattr(ticket_class, name)
+        settings[name] = value if isinstance(value, str | int | float) else str(value)
+    return settings
+
+
+@transaction.atomic
+def save_ticket_class(*, ticket_class: TicketClass, by: User | None) -> TicketClass:
+    """Create or change a ticket class, audited with its settings before and after.
+
+    Stored token counts stay as they were computed (a turn is never tokenized again); a new budget or
+    threshold applies from the next turn of each ticket.
+    """
+    try:
+        get_encoding(ticket_class.encoding)
+    except UnknownEncoding as exc:
+        raise InvalidInput(str(exc), field="encoding") from None
+    before: dict[str, Any] = {}
+    if ticket_class.pk is not None:
+        before = _class_settings(TicketClass.objects.select_for_update().get(pk=ticket_class.pk))
+    ticket_class.save()
+    after = _class_settings(TicketClass.objects.get(pk=ticket_class.pk))  # as stored: 2 -> "2.0000"
+    if before != after:
+        TicketClassChange.objects.create(ticket_class=ticket_class, actor=by, before=before, after=after)
+    return ticket_class

@@ -1,0 +1,114 @@
+"""Appending to the thread. The compaction policy is not run here: a turn arriving is one top-level
+action (`desk.turns.receive_turn`) that calls this, then compaction."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from tickets.errors import IdempotencyKeyReused, InvalidInput
+from tickets.models import Ticket, Turn, TurnRole
+from tickets.services.actors import SYSTEM, Actor
+from tickets.tokens import count_turn
+
+AGENT_ROLES = (TurnRole.CUSTOMER, TurnRole.AGENT, TurnRole.TOOL_CALL, TurnRole.TOOL_RESULT)
+
+
+@dataclass(frozen=True)
+class TurnAppended:
+    turn: Turn
+    replayed: bool = False
+
+
+def _fingerprint(body: dict[str, Any]) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@transaction.atomic
+def append_turn(
+    *,
+    ticket: Ticket,
+    role: str,
+    content: str = "",
+    tool: str = "",
+    args: dict[str, Any] | None = None,
+    tool_call_id: str = "",
+    boundary: str = "",
+    extra: dict[str, Any] | None = None,
+    idempotency_key: str = "",
+    by: Actor = SYSTEM,
+) -> TurnAppended:
+    """Store the next turn of the thread and add its tokens to the ticket's context size.
+
+    With an idempotency key, a retry with the same body returns the turn first stored (`replayed`);
+    the same key with another body is refused.
+    """
+    if role not in AGENT_ROLES:
+        raise InvalidInput(f"role {role!r} is not one of {', '.join(AGENT_ROLES)}", field="role")
+    if role == TurnRole.TOOL_CALL and not tool:
+        raise InvalidInput("a tool_call turn needs its tool name", field="tool")
+    if role in (TurnRole.CUSTOMER, TurnRole.AGENT) and not content:
+        raise InvalidInput(f"a {role} turn needs content", field="content")
+    if args is not None and not isinstance(args, dict):
+        raise InvalidInput("args must be a JSON object", field="args")
+
+    locked = Ticket.objects.select_for_update().select_related("ticket_class").get(pk=ticket.pk)
+    fingerprint = ""
+    if idempotency_key:
+        fingerprint = _fingerprint(
+            {
+                "role": role,
+                "content": content,
+                "tool": tool,
+                "args": args,
+                "tool_call_id": tool_call_id,
+                "boundary": boundary,
+            }
+        )
+        first = Turn.objects.filter(ticket=locked, idempotency_key=idempotency_key).first()
+        if first is not None:
+            if first.request_fingerprint != fingerprint:
+                raise IdempotencyKeyReused(
+                    f"idempotency key {idempotency_key!r} was first used with a different turn (turn {first.number})",
+                    idempotency_key=idempotency_key,
+                )
+            return TurnAppended(turn=first, replayed=True)
+    number = locked.turn_count + 1
+    tokens = count_turn(
+        role=role,
+        content=content,
+        tool=tool,
+        args=args,
+        tool_call_id=tool_call_id,
+        encoding=locked.ticket_class.encoding,
+    )
+    # The stored context size is kept current under this row lock, so a new turn adds exactly its own count.
+    total = locked.context_tokens + tokens
+    ticket_class = locked.ticket_class
+    turn = Turn.objects.create(
+        ticket=locked,
+        number=number,
+        role=role,
+        content=content,
+        tool=tool,
+        args=args,
+        tool_call_id=tool_call_id,
+        boundary=boundary,
+        tokens=tokens,
+        context_tokens=total,
+        token_budget=ticket_class.token_budget,
+        threshold_tokens=ticket_class.threshold_tokens,
+        posted_by=by.user,
+        idempotency_key=idempotency_key,
+        request_fingerprint=fingerprint,
+        extra=extra or {},
+    )
+    Ticket.objects.filter(pk=locked.pk).update(turn_count=number, context_tokens=total)
+    ticket.turn_count = number
+    ticket.context_tokens = total
+    return TurnAppended(turn=turn)
