@@ -7,7 +7,7 @@ stored counts: nothing stored is tokenized again here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tickets.tokens import REPLY_PRIMING_TOKENS, compact_json, state_message, turn_text
@@ -75,7 +75,8 @@ class AssembledContext:
     tokens: TokenBreakdown
     token_budget: int
     threshold_tokens: int
-    extra: dict[str, Any] = field(default_factory=dict)
+    # A compaction claimed and not finished yet (a worker will run it): number, since, running, upto_turn.
+    pending_compaction: dict[str, Any] | None = None
 
     def messages(self) -> list[dict[str, Any]]:
         """The request exactly as it would be sent: one dict per message."""
@@ -114,4 +115,5 @@ class AssembledContext:
             "tokens": self.tokens.as_json(),
             "token_budget": self.token_budget,
             "threshold_tokens": self.threshold_tokens,
+            "compaction_pending": self.pending_compaction,
         }

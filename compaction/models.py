@@ -10,7 +10,8 @@ from tickets.models import Ticket
 
 
 class CompactionStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
+    PENDING = "pending", "Pending (queued)"
+    RUNNING = "running", "Running"
     APPLIED = "applied", "Applied"
     FORCED = "forced", "Forced (hard ceiling)"
     FAILED = "failed", "Failed"
@@ -30,7 +31,8 @@ class CompactionEventQuerySet(models.QuerySet["CompactionEvent"]):
         return self.filter(status__in=CompactionStatus.replacing())
 
     def pending(self) -> CompactionEventQuerySet:
-        return self.filter(status=CompactionStatus.PENDING)
+        """Claimed and not finished: queued for a run, or running."""
+        return self.filter(status__in=[CompactionStatus.PENDING, CompactionStatus.RUNNING])
 
 
 class CompactionEvent(models.Model):

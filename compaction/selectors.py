@@ -118,7 +118,18 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
     covers = None
     if active and active.first_replaced_turn is not None and active.last_replaced_turn is not None:
         covers = (active.first_replaced_turn, active.last_replaced_turn)
+    pending = None
+    if through_turn is None:
+        claim = pending_compaction(ticket)
+        if claim is not None:
+            pending = {
+                "number": claim.number,
+                "since": claim.created_at.isoformat(),
+                "running": claim.status == CompactionStatus.RUNNING,
+                "upto_turn": claim.upto_turn,
+            }
     return AssembledContext(
+        pending_compaction=pending,
         system_prompt=ticket.system_prompt,
         pinned_state=state_json,
         summary=active.summary if active else None,

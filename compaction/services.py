@@ -2,7 +2,8 @@
 
 1. `decide` runs inside the turn's transaction: is compaction due, is this a safe moment, must the hard
    ceiling force it? It claims the turn by creating a `pending` event (the unique constraints make the
-   claim decisive), or joins the ticket's pending one, or records a deferral or an over-budget event.
+   claim decisive: one per turn, one queued per ticket), or joins the ticket's queued one, or records a
+   deferral or an over-budget event.
 2. `run_compaction` takes the claimed event, reads the window and calls the summarizer with no
    transaction open and no lock held, all attempts inside one deadline.
 3. It then applies the summary in a short locked transaction that re-checks that the window is
@@ -84,9 +85,10 @@ class PolicyOutcome:
         )
         if event.reason and "reason" not in out:
             out["reason"] = event.reason
-        if event.status == CompactionStatus.PENDING:
+        if event.status in (CompactionStatus.PENDING, CompactionStatus.RUNNING):
             out["pending_since"] = event.created_at.isoformat()
             out["upto_turn"] = event.upto_turn
+            out["running"] = event.status == CompactionStatus.RUNNING
         return out
 
 
@@ -197,21 +199,21 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
     if not is_due(current, ticket_class.threshold_tokens):
         return Decision(PolicyOutcome(status="not_due"))
     over_budget = current > ticket_class.token_budget
-    pending = pending_compaction(ticket)
+    queued = CompactionEvent.objects.filter(ticket=ticket, status=CompactionStatus.PENDING).first()
+    running = None if queued else pending_compaction(ticket)
     window = _window(ticket, _first_active_turn(ticket))
     boundary = at_boundary(window)
 
-    if pending is not None and not (boundary or over_budget):
-        # Due mid-decision while a claim waits for the worker: the pending claim covers this stretch.
-        return Decision(PolicyOutcome(status="queued", event=pending))
-    if pending is not None:
-        # Later boundaries join the pending claim: when it runs it compacts up to the newest of them.
-        pending.upto_turn = turn.number
-        pending.save(update_fields=["upto_turn"])
-        if over_budget:
-            # The hard ceiling holds whatever the backend: run it now rather than wait for the worker.
-            return Decision(PolicyOutcome(status="queued", event=pending), claimed=pending, run_now=True)
-        return Decision(PolicyOutcome(status="queued", event=pending))
+    if queued is not None:
+        # Later boundaries join the queued claim: when it runs it compacts up to the newest of them.
+        if boundary or over_budget:
+            queued.upto_turn = turn.number
+            queued.save(update_fields=["upto_turn"])
+        # Past the budget, the hard ceiling holds whatever the backend: run it now rather than wait for the worker.
+        return Decision(PolicyOutcome(status="queued", event=queued), claimed=queued, run_now=over_budget)
+    if running is not None and not over_budget:
+        # A run is under way; it will bring the request down. Boundaries after it claim anew once it is done.
+        return Decision(PolicyOutcome(status="queued", event=running))
 
     if boundary:
         wait = "" if over_budget else _backing_off(ticket, turn)
@@ -256,12 +258,18 @@ def summarizer_cost(ticket_class: TicketClass, input_tokens: int, output_tokens:
 
 
 def _take(event_pk: int) -> CompactionEvent | None:
-    """Mark a pending event as started; None when another run has it (or it is no longer pending)."""
+    """Move a queued event to running; None when another run has it (or it has finished).
+
+    A run that started long ago and never finished (a killed worker) may be taken over.
+    """
     now = timezone.now()
     taken = (
-        CompactionEvent.objects.filter(pk=event_pk, status=CompactionStatus.PENDING)
-        .filter(Q(started_at__isnull=True) | Q(started_at__lt=now - STALE_RUN))
-        .update(started_at=now)
+        CompactionEvent.objects.filter(pk=event_pk)
+        .filter(
+            Q(status=CompactionStatus.PENDING)
+            | Q(status=CompactionStatus.RUNNING, started_at__lt=now - STALE_RUN)
+        )
+        .update(status=CompactionStatus.RUNNING, started_at=now)
     )
     if not taken:
         return None
@@ -416,6 +424,12 @@ def _run(event: CompactionEvent, deadline_seconds: float) -> CompactionEvent:
     # Apply: a short locked transaction that re-checks the window.
     with transaction.atomic():
         locked = Ticket.objects.select_for_update().get(pk=ticket.pk)
+        mine = CompactionEvent.objects.filter(
+            pk=event.pk, status=CompactionStatus.RUNNING, started_at=event.started_at
+        ).exists()
+        if not mine:
+            # Taken over as stale by another run: that run records the outcome.
+            return CompactionEvent.objects.get(pk=event.pk)
         active_now = active_compaction(locked)
         if (active_now.pk if active_now else None) != (active_before.pk if active_before else None):
             event.first_replaced_turn = event.last_replaced_turn = None

@@ -23,6 +23,9 @@ class Reply:
     content: str = ""
     status: int = 200
     delay: float = 0.0
+    # A body sent verbatim instead of a chat completion (an HTML page, garbage, a wrong shape).
+    raw: str | None = None
+    content_type: str = "application/json"
     prompt_tokens: int = 900
     completion_tokens: int = 120
 
@@ -53,6 +56,9 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             if reply.delay:
                 time.sleep(reply.delay)
             payload: dict[str, Any]
+            if reply.raw is not None:
+                self._send(reply.status, reply.raw.encode(), reply.content_type)
+                return
             if reply.status != 200:
                 payload = {"error": {"message": "scripted failure", "type": "server_error"}}
             else:
@@ -74,10 +80,12 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                         "total_tokens": reply.prompt_tokens + reply.completion_tokens,
                     },
                 }
-            data = json.dumps(payload).encode()
+            self._send(reply.status, json.dumps(payload).encode(), "application/json")
+
+        def _send(self, status: int, data: bytes, content_type: str) -> None:
             try:
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

@@ -194,6 +194,13 @@ class ContextTurnOut(serializers.Serializer):
     tokens = serializers.IntegerField()
 
 
+class PendingCompactionOut(serializers.Serializer):
+    number = serializers.IntegerField()
+    since = serializers.DateTimeField()
+    running = serializers.BooleanField()
+    upto_turn = serializers.IntegerField(allow_null=True)
+
+
 class ContextOut(serializers.Serializer):
     system_prompt = serializers.CharField(allow_blank=True)
     pinned_state = PinnedStateOut()
@@ -203,6 +210,9 @@ class ContextOut(serializers.Serializer):
     tokens = TokensOut()
     token_budget = serializers.IntegerField()
     threshold_tokens = serializers.IntegerField()
+    compaction_pending = PendingCompactionOut(
+        allow_null=True, help_text="A compaction claimed and not applied yet (a worker runs it), or null."
+    )
 
 
 class CoverageRefOut(serializers.Serializer):
@@ -232,6 +242,9 @@ class PolicyOutcomeOut(serializers.Serializer):
     )
     pending_since = serializers.DateTimeField(required=False)
     upto_turn = serializers.IntegerField(required=False)
+    running = serializers.BooleanField(
+        required=False, help_text="True once a worker has started the pending compaction."
+    )
     number = serializers.IntegerField(required=False)
     at_turn = serializers.IntegerField(required=False)
     replaced_turns = serializers.ListField(child=serializers.IntegerField(), allow_null=True, required=False)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 # Token auth (1), the user's roles (1), then the endpoint's own reads.
 STATE_QUERIES = 3
-CONTEXT_QUERIES = 6
+CONTEXT_QUERIES = 7  # auth (2), ticket, active summary, pending claim, state, turns
 
 
 def grown_ticket(rounds: int) -> Ticket:
