@@ -75,3 +75,53 @@ def test_ticket_detail_and_compactions_cost_a_constant_number_of_queries(
             assert agent.get(url(ticket)).status_code == 200
         with django_assert_num_queries(4):
             assert agent.get(url(ticket, "compactions")).status_code == 200
+
+
+# The write paths, from the agent's request to its answer (authentication included).
+TURN_POST_QUERIES = 11
+ACTION_POST_QUERIES = 15
+STATE_POST_QUERIES = 9
+
+
+@pytest.fixture
+def quiet_short_and_long(db: None) -> tuple[Ticket, Ticket]:
+    """Two tickets well under their budget: 2 turns and no action, 120 turns and 20 actions."""
+    roomy = TicketClass.objects.create(slug="roomy-100k", token_budget=100_000, compaction_threshold=0.8)
+    pair = []
+    for name, turns, actions in (("T-QS", 2, 0), ("T-QL", 120, 20)):
+        ticket = open_ticket(ticket_id=name, order_id="SU-1", seller_type="marketplace", ticket_class=roomy)
+        for n in range(turns):
+            receive_turn(ticket=ticket, role="customer" if n % 2 else "agent", content=f"message {n}")
+        for n in range(actions):
+            record_action(
+                ticket=ticket, tool="track_parcel", item=f"p-{n}", reversible=True, idempotency_key=f"q{n}"
+            )
+        pair.append(ticket)
+    return pair[0], pair[1]
+
+
+def test_writes_cost_a_constant_number_of_queries(
+    agent: APIClient, quiet_short_and_long: tuple[Ticket, Ticket], django_assert_num_queries
+) -> None:
+    """A turn that is not due, an action and a state change cost the same on a short and a long ticket."""
+    for index, ticket in enumerate(quiet_short_and_long):
+        with django_assert_num_queries(TURN_POST_QUERIES):
+            response = agent.post(url(ticket, "turns"), {"role": "customer", "content": "ok"}, format="json")
+        assert response.status_code == 201 and response.json()["compaction"]["status"] == "not_due"
+        with django_assert_num_queries(ACTION_POST_QUERIES):
+            response = agent.post(
+                url(ticket, "actions"),
+                {"tool": "send_message", "item": f"note-{index}", "reversible": True},
+                format="json",
+                HTTP_IDEMPOTENCY_KEY=f"write-{index}",
+            )
+        assert response.status_code == 201
+        version = agent.get(url(ticket, "state"))["ETag"]
+        with django_assert_num_queries(STATE_POST_QUERIES):
+            response = agent.post(
+                url(ticket, "state"),
+                {"op": "constraint_stated", "text": "email only"},
+                format="json",
+                HTTP_IF_MATCH=version,
+            )
+        assert response.status_code == 200
