@@ -165,3 +165,57 @@ def test_importing_the_same_ticket_twice_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="already exists"):
         call_command("import_tickets", str(path))
     assert Turn.objects.count() == 2
+
+
+def _refused_at_second_ticket(tmp_path: Path) -> Path:
+    bad = small_ticket(
+        "T-2",
+        turns=[
+            {"role": "customer", "content": "hi"},
+            {"role": "agent", "content": "ok", "events": [{"type": "question_resolved", "text": "Q9"}]},
+        ],
+    )
+    return write(tmp_path, "two.json", json.dumps([small_ticket("T-1"), bad, small_ticket("T-3")]))
+
+
+def test_a_file_refused_at_its_second_ticket_leaves_the_database_as_it_was(tmp_path: Path) -> None:
+    """All or nothing per file: a refusal of meaning, found only while writing, undoes the first ticket too;
+    the error names the file, the ticket, the turn and the field."""
+    path = _refused_at_second_ticket(tmp_path)
+    with pytest.raises(CommandError) as raised:
+        call_command("import_tickets", str(path))
+    message = str(raised.value)
+    assert str(path) in message and "ticket T-2" in message and "turns.1.events.0" in message
+    assert "no open question 'Q9'" in message
+    assert database_rows()[:4] == (0, 0, 0, 0)
+
+
+def test_continue_on_error_imports_the_good_tickets_and_lists_the_refused_ones(tmp_path: Path) -> None:
+    from io import StringIO
+
+    out = StringIO()
+    call_command(
+        "import_tickets",
+        str(_refused_at_second_ticket(tmp_path)),
+        "--continue-on-error",
+        stdout=out,
+        stderr=StringIO(),
+    )
+    assert sorted(Ticket.objects.values_list("ticket_id", flat=True)) == ["T-1", "T-3"]
+    assert "refused 1" in out.getvalue() and "ticket T-2" in out.getvalue()
+
+
+def test_an_empty_tool_result_and_a_result_without_an_id_import(tmp_path: Path) -> None:
+    doc = small_ticket(
+        turns=[
+            {"role": "tool_call", "tool": "think", "args": {"thought": "policy"}},
+            {"role": "tool_result", "tool": "think", "content": ""},
+            {"role": "agent", "content": "Done.", "boundary": "reply_sent"},
+        ]
+    )
+    call_command("import_tickets", str(write(tmp_path, "t.json", json.dumps(doc))))
+    assert list(Turn.objects.order_by("number").values_list("role", "content")) == [
+        ("tool_call", ""),
+        ("tool_result", ""),
+        ("agent", "Done."),
+    ]
