@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from compaction.context import SUMMARY_PREFIX
@@ -181,6 +181,14 @@ class FactCheck:
     context: bool
     # In the context only because the pinned state rides in it: without that message, it is gone.
     only_in_state: bool = False
+    # In every context it is due in with the pinned-state message taken out (the desk's summary and turns).
+    context_without_state: bool = False
+    # The summary-only baseline (evals/baseline.py): its rolling summary, and its context (no pinned state).
+    baseline_summary: bool | None = None
+    baseline_context: bool | None = None
+    # Established by the transcript itself (found in its turns, read whole): what any summary of the turns
+    # alone could at best keep. A constraint from a tau brief the customer never put in words is not.
+    in_transcript: bool | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -189,8 +197,25 @@ class FactCheck:
             "in_state": self.state,
             "in_summary": self.summary,
             "in_context": self.context,
+            "in_context_without_state": self.context_without_state,
             "only_in_pinned_state": self.only_in_state,
+            "baseline_in_summary": self.baseline_summary,
+            "baseline_in_context": self.baseline_context,
+            "in_transcript": self.in_transcript,
         }
+
+
+Contexts = list[tuple[int | None, list[dict[str, Any]]]]
+
+
+def _due(facts: list[Fact], contexts: Contexts) -> list[list[int]]:
+    """For each fact, the contexts assembled after it was stored: it must be in every one of them."""
+    return [[k for k, (at, _) in enumerate(contexts) if at is None or fact.stored_at <= at] for fact in facts]
+
+
+def _in_all(facts: list[Fact], contexts: Contexts) -> list[bool]:
+    found = [in_context(facts, messages) for _, messages in contexts]
+    return [all(found[k][index] for k in wanted) for index, wanted in enumerate(_due(facts, contexts))]
 
 
 def check_facts(
@@ -199,7 +224,7 @@ def check_facts(
     state: dict[str, Any],
     summary: dict[str, Any] | None,
     summary_written_at: int | None,
-    contexts: list[tuple[int | None, list[dict[str, Any]]]],
+    contexts: Contexts,
 ) -> list[FactCheck]:
     """Check each fact in the state, the summary, and every context it must appear in.
 
@@ -207,15 +232,50 @@ def check_facts(
     (through that turn) and the request at the end of the ticket (None). A fact must be in every
     one of them assembled after it was stored: losing it for a few turns is losing it.
     """
-    applicable = [[(at is None or fact.stored_at <= at) for at, _ in contexts] for fact in facts]
-    found = [in_context(facts, messages) for _, messages in contexts]
-    found_without_state = [in_context(facts, without_pinned_state(messages)) for _, messages in contexts]
-    checks = []
-    for index, (fact, s, m) in enumerate(
-        zip(facts, in_state(facts, state), in_summary(facts, summary, summary_written_at), strict=True)
-    ):
-        wanted = [k for k, ok in enumerate(applicable[index]) if ok]
-        context = all(found[k][index] for k in wanted)
-        only_in_state = context and not all(found_without_state[k][index] for k in wanted)
-        checks.append(FactCheck(fact=fact, state=s, summary=m, context=context, only_in_state=only_in_state))
-    return checks
+    context = _in_all(facts, contexts)
+    without_state = _in_all(facts, [(at, without_pinned_state(messages)) for at, messages in contexts])
+    return [
+        FactCheck(
+            fact=fact,
+            state=s,
+            summary=m,
+            context=c,
+            only_in_state=c and not w,
+            context_without_state=w,
+        )
+        for fact, s, m, c, w in zip(
+            facts,
+            in_state(facts, state),
+            in_summary(facts, summary, summary_written_at),
+            context,
+            without_state,
+            strict=True,
+        )
+    ]
+
+
+def check_baseline(
+    checks: list[FactCheck],
+    *,
+    summary_text: str | None,
+    summary_written_at: int | None,
+    contexts: Contexts,
+    transcript: list[dict[str, Any]],
+) -> list[FactCheck]:
+    """The same facts against the summary-only baseline: its latest rolling summary and its contexts.
+
+    `transcript` is every turn as a message: a fact found there is one the transcript established.
+    """
+    facts = [c.fact for c in checks]
+    established = in_context(facts, transcript)
+    in_text: list[bool | None] = [
+        None
+        if summary_text is None or summary_written_at is None or fact.stored_at > summary_written_at
+        else covered(fact, [summary_text])
+        for fact in facts
+    ]
+    context = _in_all(facts, contexts)
+    return [
+        replace(check, baseline_summary=s, baseline_context=c, in_transcript=t)
+        for check, s, c, t in zip(checks, in_text, context, established, strict=True)
+    ]

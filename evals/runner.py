@@ -21,14 +21,18 @@ from django.db import transaction
 from django.db.models import Sum
 from django.test.utils import override_settings
 
+from compaction.context import summary_message
 from compaction.models import CompactionEvent, CompactionStatus
+from compaction.policy import TurnInfo, complete_prefix
 from compaction.selectors import assemble_context
 from desk.importer import ImportClass, ImportFileError, ImportTicket, import_ticket
-from evals.facts import CATEGORIES, FactCheck, check_facts, expected_facts
+from evals.baseline import baseline_messages, baseline_summary, rolling_summary
+from evals.facts import CATEGORIES, FactCheck, check_baseline, check_facts, expected_facts
+from evals.tau import is_adapted, source_of
 from tickets.errors import DeskError, RepeatRefused
 from tickets.models import PinnedState, SummarizerBackend, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
-from tickets.tokens import REPLY_PRIMING_TOKENS
+from tickets.tokens import REPLY_PRIMING_TOKENS, count_message, state_message, turn_text
 
 IMMEDIATE_TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
 DEFAULT_MODELS = {"extractive": "extractive-v1", "openai": "gpt-4.1-mini"}
@@ -58,17 +62,68 @@ class Probe:
         return {"tool": self.tool, "item": self.item, "refused": self.refused, "message": self.message}
 
 
+REPLACING = CompactionStatus.replacing()
+STATUSES = ("applied", "forced", "failed", "deferred", "over_budget", "superseded", "pending")
+RETENTION_KEYS = (
+    "total",
+    "in_state",
+    "summary_due",
+    "in_summary",
+    "in_context",
+    "in_context_without_state",
+    "only_in_pinned_state",
+    "baseline_summary_due",
+    "baseline_in_summary",
+    "baseline_in_context",
+    "in_transcript",
+    "baseline_in_context_of_transcript",
+)
+
+
+@dataclass(frozen=True)
+class EventFigures:
+    """One compaction event as the eval reports it."""
+
+    number: int
+    status: str
+    at_turn: int
+    tokens_before: int
+    tokens_after: int | None
+    reason: str = ""
+
+    @property
+    def shrank(self) -> bool:
+        return self.tokens_after is not None and self.tokens_after < self.tokens_before
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "status": self.status,
+            "at_turn": self.at_turn,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "reason": self.reason or None,
+        }
+
+
 @dataclass
 class TicketResult:
     ticket_id: str
     source: str
+    domain: str = ""
     error: str = ""
     turns: int = 0
     budget: int = 0
     threshold_tokens: int = 0
+    system_prompt_tokens: int = 0
     compactions: dict[str, int] = field(default_factory=dict)
+    events: list[EventFigures] = field(default_factory=list)
     tokens_uncompacted: int = 0
     tokens_context: int = 0
+    tokens_baseline_context: int = 0
+    # The end of the ticket: is the request over the budget, and could a compaction still have cut it?
+    ended_over_budget: bool = False
+    safe_cut_at_end: bool = False
     events_tokens_before: int = 0
     events_tokens_after: int = 0
     engine_coverage_misses: int = 0
@@ -80,6 +135,8 @@ class TicketResult:
     probes: list[Probe] = field(default_factory=list)
     refunded_cents_expected: int = 0
     refunded_cents_state: int = 0
+    charged_cents_expected: int = 0
+    charged_cents_state: int = 0
     scripted_refusals: int = 0
     contexts_checked: int = 0
     seconds: float = 0.0
@@ -87,6 +144,15 @@ class TicketResult:
     @property
     def tokens_saved(self) -> int:
         return self.tokens_uncompacted - self.tokens_context
+
+    @property
+    def over_budget_with_safe_cut(self) -> bool:
+        return self.ended_over_budget and self.safe_cut_at_end
+
+    @property
+    def not_shrinking(self) -> list[EventFigures]:
+        """Compactions that replaced turns without making the request smaller."""
+        return [e for e in self.events if e.status in REPLACING and not e.shrank]
 
     def retention(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
@@ -98,7 +164,15 @@ class TicketResult:
                 "summary_due": sum(c.summary is not None for c in checks),
                 "in_summary": sum(bool(c.summary) for c in checks),
                 "in_context": sum(c.context for c in checks),
+                "in_context_without_state": sum(c.context_without_state for c in checks),
                 "only_in_pinned_state": sum(c.only_in_state for c in checks),
+                "baseline_summary_due": sum(c.baseline_summary is not None for c in checks),
+                "baseline_in_summary": sum(bool(c.baseline_summary) for c in checks),
+                "baseline_in_context": sum(bool(c.baseline_context) for c in checks),
+                "in_transcript": sum(bool(c.in_transcript) for c in checks),
+                "baseline_in_context_of_transcript": sum(
+                    bool(c.baseline_context and c.in_transcript) for c in checks
+                ),
             }
         return out
 
@@ -106,29 +180,64 @@ class TicketResult:
     def probes_refused(self) -> int:
         return sum(p.refused for p in self.probes)
 
+    def problems(self) -> list[str]:
+        """Why `--check` fails on this ticket; empty when it passes."""
+        if self.error:
+            return [f"did not import: {self.error}"]
+        out = []
+        if self.over_budget_with_safe_cut:
+            out.append(
+                f"ended at {self.tokens_context} tokens, over its {self.budget}-token budget, "
+                "although a safe cut existed"
+            )
+        for event in self.not_shrinking:
+            out.append(
+                f"compaction {event.number} ({event.status}) did not shrink the request: "
+                f"{event.tokens_before} -> {event.tokens_after} tokens"
+            )
+        for check in self.facts:
+            if not check.state:
+                out.append(f"lost from the pinned state: {check.fact.category} {check.fact.label!r}")
+            elif not check.context:
+                out.append(f"lost from the context: {check.fact.category} {check.fact.label!r}")
+        for probe in self.probes:
+            if not probe.refused:
+                out.append(f"a repeat {probe.tool} on {probe.item} was not refused")
+        if self.refunded_cents_expected != self.refunded_cents_state:
+            out.append(
+                f"refunded {self.refunded_cents_expected} cents in the transcript, "
+                f"{self.refunded_cents_state} in the pinned state"
+            )
+        if self.charged_cents_expected != self.charged_cents_state:
+            out.append(
+                f"charged {self.charged_cents_expected} cents in the transcript, "
+                f"{self.charged_cents_state} in the pinned state"
+            )
+        return out
+
     @property
     def ok(self) -> bool:
-        """Nothing lost where it must not be: every fact in the state and the context, every probe refused."""
-        return (
-            not self.error
-            and all(c.state and c.context for c in self.facts)
-            and all(p.refused for p in self.probes)
-            and self.refunded_cents_expected == self.refunded_cents_state
-        )
+        return not self.problems()
 
     def as_json(self) -> dict[str, Any]:
         return {
             "ticket_id": self.ticket_id,
             "source": self.source,
+            "domain": self.domain,
             "error": self.error or None,
             "turns": self.turns,
             "budget": self.budget,
             "threshold_tokens": self.threshold_tokens,
+            "system_prompt_tokens": self.system_prompt_tokens,
             "compactions": self.compactions,
+            "events": [e.as_json() for e in self.events],
+            "ended_over_budget": self.ended_over_budget,
+            "safe_cut_at_end": self.safe_cut_at_end,
             "tokens": {
                 "uncompacted": self.tokens_uncompacted,
                 "context": self.tokens_context,
                 "saved": self.tokens_saved,
+                "baseline_context": self.tokens_baseline_context,
                 "compaction_events_before": self.events_tokens_before,
                 "compaction_events_after": self.events_tokens_after,
             },
@@ -143,10 +252,79 @@ class TicketResult:
             "contexts_checked": self.contexts_checked,
             "facts": [c.as_json() for c in self.facts],
             "probes": [p.as_json() for p in self.probes],
-            "refunded_cents": {"expected": self.refunded_cents_expected, "state": self.refunded_cents_state},
+            "money": {
+                "refunded_cents": {
+                    "transcript": self.refunded_cents_expected,
+                    "state": self.refunded_cents_state,
+                },
+                "charged_cents": {
+                    "transcript": self.charged_cents_expected,
+                    "state": self.charged_cents_state,
+                },
+            },
             "scripted_refusals": self.scripted_refusals,
+            "problems": self.problems(),
             "ok": self.ok,
         }
+
+
+def aggregate(tickets: list[TicketResult]) -> dict[str, Any]:
+    """Every figure summed over a group of tickets (a file, a domain, or the whole run)."""
+    compactions = {status: sum(t.compactions.get(status, 0) for t in tickets) for status in STATUSES}
+    retention = {
+        category: {key: sum(t.retention()[category][key] for t in tickets) for key in RETENTION_KEYS}
+        for category in CATEGORIES
+    }
+    uncompacted = sum(t.tokens_uncompacted for t in tickets)
+    context = sum(t.tokens_context for t in tickets)
+    return {
+        "tickets": len(tickets),
+        "errors": sum(bool(t.error) for t in tickets),
+        "tickets_compacted": sum(any(t.compactions.get(s) for s in REPLACING) for t in tickets),
+        "tickets_ended_over_budget": sum(t.ended_over_budget for t in tickets),
+        "tickets_over_budget_with_safe_cut": sum(t.over_budget_with_safe_cut for t in tickets),
+        "compactions_not_shrinking": sum(len(t.not_shrinking) for t in tickets),
+        "turns": sum(t.turns for t in tickets),
+        "compactions": compactions,
+        "tokens": {
+            "uncompacted": uncompacted,
+            "context": context,
+            "saved": uncompacted - context,
+            "saved_share": round((uncompacted - context) / uncompacted, 4) if uncompacted else 0.0,
+            "baseline_context": sum(t.tokens_baseline_context for t in tickets),
+            "compaction_events_before": sum(t.events_tokens_before for t in tickets),
+            "compaction_events_after": sum(t.events_tokens_after for t in tickets),
+        },
+        "summarizer_cost_usd": str(sum((t.summarizer_cost_usd for t in tickets), Decimal(0))),
+        "engine_coverage_misses": sum(t.engine_coverage_misses for t in tickets),
+        "retention": retention,
+        "probes": {
+            "total": sum(len(t.probes) for t in tickets),
+            "refused": sum(t.probes_refused for t in tickets),
+        },
+        "money": {
+            "refunded_cents": {
+                "transcript": sum(t.refunded_cents_expected for t in tickets),
+                "state": sum(t.refunded_cents_state for t in tickets),
+            },
+            "charged_cents": {
+                "transcript": sum(t.charged_cents_expected for t in tickets),
+                "state": sum(t.charged_cents_state for t in tickets),
+            },
+        },
+        "scripted_refusals": sum(t.scripted_refusals for t in tickets),
+        "problems": sum(len(t.problems()) for t in tickets),
+        "ok": all(t.ok for t in tickets),
+    }
+
+
+def _grouped(
+    tickets: list[TicketResult], key: Callable[[TicketResult], str]
+) -> dict[str, list[TicketResult]]:
+    groups: dict[str, list[TicketResult]] = {}
+    for ticket in tickets:
+        groups.setdefault(key(ticket), []).append(ticket)
+    return groups
 
 
 @dataclass
@@ -156,59 +334,20 @@ class EvalReport:
     seconds: float = 0.0
 
     def totals(self) -> dict[str, Any]:
-        tickets = self.tickets
-        compactions: dict[str, int] = {}
-        for t in tickets:
-            for status, n in t.compactions.items():
-                compactions[status] = compactions.get(status, 0) + n
-        retention = {
-            category: {
-                key: sum(t.retention()[category][key] for t in tickets)
-                for key in (
-                    "total",
-                    "in_state",
-                    "summary_due",
-                    "in_summary",
-                    "in_context",
-                    "only_in_pinned_state",
-                )
-            }
-            for category in CATEGORIES
-        }
-        uncompacted = sum(t.tokens_uncompacted for t in tickets)
-        context = sum(t.tokens_context for t in tickets)
-        return {
-            "tickets": len(tickets),
-            "errors": sum(bool(t.error) for t in tickets),
-            "tickets_compacted": sum(bool(t.compactions.get(CompactionStatus.APPLIED)) for t in tickets),
-            "turns": sum(t.turns for t in tickets),
-            "compactions": compactions,
-            "tokens": {
-                "uncompacted": uncompacted,
-                "context": context,
-                "saved": uncompacted - context,
-                "saved_share": round((uncompacted - context) / uncompacted, 4) if uncompacted else 0.0,
-                "compaction_events_before": sum(t.events_tokens_before for t in tickets),
-                "compaction_events_after": sum(t.events_tokens_after for t in tickets),
-            },
-            "summarizer_cost_usd": str(sum((t.summarizer_cost_usd for t in tickets), Decimal(0))),
-            "engine_coverage_misses": sum(t.engine_coverage_misses for t in tickets),
-            "retention": retention,
-            "probes": {
-                "total": sum(len(t.probes) for t in tickets),
-                "refused": sum(t.probes_refused for t in tickets),
-            },
-            "refunded_cents": {
-                "expected": sum(t.refunded_cents_expected for t in tickets),
-                "state": sum(t.refunded_cents_state for t in tickets),
-            },
-            "scripted_refusals": sum(t.scripted_refusals for t in tickets),
-            "ok": all(t.ok for t in tickets),
-        }
+        return aggregate(self.tickets)
+
+    def by_file(self) -> dict[str, dict[str, Any]]:
+        return {name: aggregate(group) for name, group in _grouped(self.tickets, lambda t: t.source).items()}
+
+    def by_domain(self) -> dict[str, dict[str, Any]]:
+        return {name: aggregate(group) for name, group in _grouped(self.tickets, lambda t: t.domain).items()}
 
     @property
     def ok(self) -> bool:
         return all(t.ok for t in self.tickets)
+
+    def problems(self) -> list[str]:
+        return [f"{t.ticket_id}: {problem}" for t in self.tickets for problem in t.problems()]
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -217,6 +356,9 @@ class EvalReport:
             "budget": self.options.budget,
             "seconds": round(self.seconds, 2),
             "totals": self.totals(),
+            "files": self.by_file(),
+            "domains": self.by_domain(),
+            "problems": self.problems(),
             "tickets": [t.as_json() for t in self.tickets],
         }
 
@@ -248,7 +390,8 @@ def _class_spec(doc: ImportTicket) -> dict[str, Any]:
 
 def _eval_class(doc: ImportTicket, options: EvalOptions) -> TicketClass:
     fields = _class_spec(doc)
-    if options.budget is not None:
+    # An adapted tau transcript got the budget (on top of its policy) from the adapter.
+    if options.budget is not None and not is_adapted(doc):
         fields["token_budget"] = options.budget
         fields["keep_recent_tokens"] = 0  # a quarter of the eval's budget
     return TicketClass.objects.create(
@@ -281,19 +424,62 @@ def probe_repeat(ticket: Ticket, *, tool: str, item: str, amount_cents: int) -> 
         )
 
 
+def _window_at_end(ticket: Ticket, first_active_turn: int) -> list[TurnInfo]:
+    rows = Turn.objects.filter(ticket=ticket, number__gte=first_active_turn).order_by("number")
+    return [
+        TurnInfo(number=n, role=r, tokens=t, boundary=b, tool_call_id=c, tool=tool)
+        for n, r, t, b, c, tool in rows.values_list(
+            "number", "role", "tokens", "boundary", "tool_call_id", "tool"
+        )
+    ]
+
+
+def _turn_dicts(ticket: Ticket, first: int, last: int) -> list[dict[str, Any]]:
+    rows = Turn.objects.filter(ticket=ticket, number__gte=first, number__lte=last).order_by("number")
+    return [
+        {"number": n, "role": r, "content": c, "tool": tool, "args": a}
+        for n, r, c, tool, a in rows.values_list("number", "role", "content", "tool", "args")
+    ]
+
+
+def _money_expected(doc: ImportTicket) -> tuple[int, int]:
+    """(refunded, charged) cents the transcript moved: the adapter's ledger, else the document's events."""
+    money = source_of(doc).get("money")
+    if isinstance(money, dict):
+        return int(money.get("refunded_cents") or 0), int(money.get("charged_cents") or 0)
+    refunded = charged = 0
+    for turn in doc.turns:
+        for event in turn.events:
+            if event.type == "action_taken" and not event.expect_refused:
+                refunded += event.amount_cents
+                charged += int((event.args or {}).get("charged_cents") or 0)
+    return refunded, charged
+
+
 def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
     ticket = Ticket.objects.select_related("ticket_class").get(pk=ticket.pk)
     ticket_class = ticket.ticket_class
     result.budget = ticket_class.token_budget
     result.threshold_tokens = ticket_class.threshold_tokens
+    result.system_prompt_tokens = ticket.system_prompt_tokens
     events = list(CompactionEvent.objects.filter(ticket=ticket).order_by("number"))
     for event in events:
         result.compactions[event.status] = result.compactions.get(event.status, 0) + 1
+        result.events.append(
+            EventFigures(
+                number=event.number,
+                status=event.status,
+                at_turn=event.at_turn,
+                tokens_before=event.tokens_before,
+                tokens_after=event.tokens_after,
+                reason=event.reason,
+            )
+        )
         result.summarizer_input_tokens += event.summarizer_input_tokens
         result.summarizer_output_tokens += event.summarizer_output_tokens
         result.summarizer_cost_usd += event.cost_usd
         result.summarizer_latency_ms += event.latency_ms
-    applied = [e for e in events if e.status == CompactionStatus.APPLIED]
+    applied = [e for e in events if e.status in REPLACING]
     result.events_tokens_before = sum(e.tokens_before for e in applied)
     result.events_tokens_after = sum(e.tokens_after or 0 for e in applied)
     result.engine_coverage_misses = sum(e.coverage_missing_count for e in applied)
@@ -304,23 +490,64 @@ def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
     result.tokens_uncompacted = ticket.system_prompt_tokens + pinned.tokens + all_turns + REPLY_PRIMING_TOKENS
     context = assemble_context(ticket)
     result.tokens_context = context.tokens.total
-    # What the agent sees right after each compaction, and at the end of the ticket.
+    result.ended_over_budget = result.tokens_context > ticket_class.token_budget
+    first_active = (applied[-1].last_replaced_turn or 0) + 1 if applied else 1
+    result.safe_cut_at_end = complete_prefix(_window_at_end(ticket, first_active)) > 0
+
+    # What the agent sees right after each compaction, and at the end of the ticket; and the same
+    # requests with the summary-only baseline in place of the pinned state and the desk's summary.
+    assembled = [assemble_context(ticket, through_turn=e.at_turn) for e in applied]
     contexts: list[tuple[int | None, list[dict[str, Any]]]] = [
-        (e.at_turn, assemble_context(ticket, through_turn=e.at_turn).messages()) for e in applied
+        (e.at_turn, a.messages()) for e, a in zip(applied, assembled, strict=True)
     ]
     contexts.append((None, context.messages()))
     result.contexts_checked = len(contexts)
+    rolling: list[str] = []
+    for event, at in zip(applied, assembled, strict=True):
+        room = len(state_message(at.pinned_state)) + len(summary_message(at.summary or {}))
+        turns = _turn_dicts(ticket, event.first_replaced_turn or 0, event.last_replaced_turn or 0)
+        rolling.append(rolling_summary(rolling[-1] if rolling else "", turns, room_chars=room))
+    # After compaction k the baseline carries its k-th rolling summary; at the end, its latest one.
+    latest = rolling[-1] if rolling else None
+    baseline_contexts = [
+        (at, baseline_messages(messages, rolling[index] if index < len(rolling) else latest))
+        for index, (at, messages) in enumerate(contexts)
+    ]
+    baseline_summary_tokens = (
+        count_message(summary_message(baseline_summary(latest)), ticket_class.encoding) if latest else 0
+    )
+    result.tokens_baseline_context = (
+        context.tokens.total - context.tokens.state - context.tokens.summary + baseline_summary_tokens
+    )
 
     facts = expected_facts(doc)
-    result.facts = check_facts(
+    checks = check_facts(
         facts,
         state=state,
         summary=context.summary,
         summary_written_at=applied[-1].at_turn if applied else None,
         contexts=contexts,
     )
-    result.refunded_cents_expected = sum(f.amount_cents for f in facts if f.category == "actions_taken")
+    result.facts = check_baseline(
+        checks,
+        summary_text=latest,
+        summary_written_at=applied[-1].at_turn if applied else None,
+        contexts=baseline_contexts,
+        transcript=[
+            {
+                "role": t["role"],
+                "content": turn_text(role=t["role"], content=t["content"], tool=t["tool"], args=t["args"]),
+            }
+            for t in _turn_dicts(ticket, 1, len(doc.turns))
+        ],
+    )
+    result.refunded_cents_expected, result.charged_cents_expected = _money_expected(doc)
     result.refunded_cents_state = int(state.get("refunded_cents_total") or 0)
+    result.charged_cents_state = sum(
+        int((a.get("args") or {}).get("charged_cents") or 0)
+        for a in state.get("actions_taken", [])
+        if not a.get("reversed")
+    )
     seen: set[tuple[str, str]] = set()
     for fact in facts:
         if fact.category == "actions_taken" and (fact.tool, fact.item) not in seen:
@@ -330,10 +557,23 @@ def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
             )
 
 
+def domain_label(doc: ImportTicket) -> str:
+    """'tau2-bench airline', 'tau-bench retail', ... or 'sundry-ticket' for the project's own format."""
+    source = source_of(doc)
+    if is_adapted(doc):
+        return f"{source.get('format')} {source.get('domain') or 'unknown'}"
+    return "sundry-ticket"
+
+
 def evaluate_ticket(doc: ImportTicket, *, source: str, options: EvalOptions) -> TicketResult:
     """Import, compact and measure one ticket inside a savepoint that is always rolled back."""
     started = time.perf_counter()
-    result = TicketResult(ticket_id=doc.ticket_id, source=source, turns=len(doc.turns))
+    result = TicketResult(
+        ticket_id=doc.ticket_id,
+        source=source,
+        domain=domain_label(doc),
+        turns=len(doc.turns),
+    )
     try:
         with transaction.atomic():
             ticket_class = _eval_class(doc, options)

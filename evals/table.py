@@ -1,11 +1,14 @@
-"""The eval report as text: one row per ticket, then the totals. Plain text, no dependencies."""
+"""The eval report as text: one screen by default (files, domains, facts, money, verdict), tickets on request.
+
+Plain text, no dependencies. `--json` carries every figure; this is the part a person reads.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from evals.facts import CATEGORIES
-from evals.runner import EvalReport, TicketResult
+from evals.runner import EvalReport
 
 CATEGORY_NAMES = {
     "actions_taken": "irreversible actions",
@@ -13,6 +16,19 @@ CATEGORY_NAMES = {
     "open_questions": "open questions",
 }
 SHORT = {"actions_taken": "actions", "customer_constraints": "constraints", "open_questions": "questions"}
+MAX_PROBLEM_LINES = 12
+
+
+def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        cells = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(row)]
+        return "  ".join(cells).rstrip()
+
+    out = [line(header)]
+    out.append("-" * len(out[0]))
+    return out + [line(r) for r in rows]
 
 
 def _fraction(found: int, total: int) -> str:
@@ -20,140 +36,209 @@ def _fraction(found: int, total: int) -> str:
 
 
 def _percent(found: int, total: int) -> str:
-    return f"{found}/{total} ({100 * found / total:.1f}%)" if total else "none"
+    return f"{found}/{total} ({100 * found / total:.0f}%)" if total else "-"
 
 
-def _category_cell(counts: dict[str, int]) -> str:
-    if not counts["total"]:
-        return "-"
-    summary = _fraction(counts["in_summary"], counts["summary_due"]) if counts["summary_due"] else "n/a"
-    return f"{counts['in_state']}|{summary}|{counts['in_context']} of {counts['total']}"
+def _dollars(cents: int) -> str:
+    return f"${cents / 100:,.2f}"
 
 
-def _compactions(compactions: dict[str, int]) -> str:
-    return "/".join(str(compactions.get(s, 0)) for s in ("applied", "deferred", "failed"))
+def _money(money: dict[str, int]) -> str:
+    mark = "" if money["transcript"] == money["state"] else " MISMATCH"
+    return f"{_dollars(money['transcript'])} / {_dollars(money['state'])}{mark}"
 
 
-def _row(result: TicketResult) -> list[str]:
-    if result.error:
-        return [result.ticket_id, str(result.turns), "ERROR: " + result.error]
-    retention = result.retention()
-    return [
-        result.ticket_id,
-        str(result.turns),
-        _compactions(result.compactions),
-        f"{result.tokens_uncompacted:,}",
-        f"{result.tokens_context:,}",
-        f"{result.tokens_saved:,}",
-        *(_category_cell(retention[c]) for c in CATEGORIES),
-        _fraction(result.probes_refused, len(result.probes)),
-        "ok" if result.ok else "LOST",
+def _short_name(name: str, width: int = 44) -> str:
+    return name if len(name) <= width else "…" + name[-(width - 1) :]
+
+
+def render_files(report: EvalReport) -> list[str]:
+    """Per file: over budget, forced and over-budget events, compactions that did not shrink, tokens saved."""
+    rows = []
+    for name, figures in report.by_file().items():
+        comp = figures["compactions"]
+        tokens = figures["tokens"]
+        rows.append(
+            [
+                _short_name(name),
+                str(figures["tickets"]),
+                str(comp["applied"]),
+                str(comp["forced"]),
+                str(comp["over_budget"]),
+                str(comp["failed"]),
+                f"{figures['tickets_ended_over_budget']} ({figures['tickets_over_budget_with_safe_cut']})",
+                str(figures["compactions_not_shrinking"]),
+                f"{tokens['saved']:,} ({100 * tokens['saved_share']:.0f}%)",
+                "ok" if figures["ok"] else f"{figures['problems']} problem(s)",
+            ]
+        )
+    header = [
+        "file",
+        "tickets",
+        "applied",
+        "forced",
+        "over_budget",
+        "failed",
+        "ended over budget (safe cut)",
+        "not shrinking",
+        "tokens saved",
+        "",
     ]
+    return _table(header, rows, right={1, 2, 3, 4, 5, 6, 7, 8})
 
 
-HEADER = [
-    "ticket",
-    "turns",
-    "compact a/d/f",
-    "uncompacted",
-    "context",
-    "saved",
-    *(f"{SHORT[c]} st|sum|ctx" for c in CATEGORIES),
-    "probes",
-    "",
-]
-RIGHT = {1, 3, 4, 5}
+def _kept(retention: dict[str, dict[str, int]], key: str) -> str:
+    found = sum(r[key] for r in retention.values())
+    total = sum(r["total"] for r in retention.values())
+    return _fraction(found, total)
+
+
+def render_domains(report: EvalReport) -> list[str]:
+    """Per domain: compaction, the facts kept with and without the pinned state, and the money moved."""
+    rows = []
+    for name, figures in report.by_domain().items():
+        retention = figures["retention"]
+        money = figures["money"]
+        rows.append(
+            [
+                name,
+                str(figures["tickets"]),
+                f"{figures['tickets_compacted']}",
+                f"{figures['tokens']['saved']:,}",
+                _kept(retention, "in_state"),
+                _kept(retention, "in_context_without_state"),
+                _kept(retention, "baseline_in_context"),
+                _money(money["refunded_cents"]),
+                _money(money["charged_cents"]),
+            ]
+        )
+    header = [
+        "domain",
+        "tickets",
+        "compacted",
+        "saved",
+        "facts in state",
+        "ctx w/o state",
+        "baseline ctx",
+        "refunded: transcript / state",
+        "charged: transcript / state",
+    ]
+    return _table(header, rows, right={1, 2, 3, 4, 5, 6})
+
+
+def render_retention(report: EvalReport) -> list[str]:
+    """Fact by fact, where each kind is kept: the state, the summaries, the contexts without the state."""
+    totals: dict[str, Any] = report.totals()
+    copied = " (copied from the state)" if report.options.summarizer == "extractive" else ""
+    header = [
+        "facts",
+        "kept in state",
+        f"desk summary{copied}",
+        "desk ctx w/o pinned state",
+        "in transcript",
+        "baseline summary",
+        "baseline ctx (of transcript's)",
+        "kept only by state",
+    ]
+    rows = []
+    for category in CATEGORIES:
+        r = totals["retention"][category]
+        rows.append(
+            [
+                CATEGORY_NAMES[category],
+                _percent(r["in_state"], r["total"]),
+                _percent(r["in_summary"], r["summary_due"]),
+                _percent(r["in_context_without_state"], r["total"]),
+                _percent(r["in_transcript"], r["total"]),
+                _percent(r["baseline_in_summary"], r["baseline_summary_due"]),
+                _percent(r["baseline_in_context_of_transcript"], r["in_transcript"]),
+                str(r["in_state"] - r["baseline_in_context"]) if r["total"] else "-",
+            ]
+        )
+    return _table(header, rows, right=set())
 
 
 def render_rows(report: EvalReport) -> list[str]:
-    rows = [HEADER] + [_row(t) for t in report.tickets]
-    widths = [
-        max(len(r[i]) for r in rows if i < len(r) and len(r) == len(HEADER)) for i in range(len(HEADER))
-    ]
-    lines = []
-    for row in rows:
-        if len(row) != len(HEADER):
-            lines.append("  ".join(row))
+    """One row per ticket (`--tickets`)."""
+    rows = []
+    for result in report.tickets:
+        if result.error:
+            rows.append([result.ticket_id, str(result.turns), "ERROR: " + result.error[:80], *[""] * 7])
             continue
-        cells = [cell.rjust(widths[i]) if i in RIGHT else cell.ljust(widths[i]) for i, cell in enumerate(row)]
-        lines.append("  ".join(cells).rstrip())
-    lines.insert(1, "-" * len(lines[0]))
-    return lines
+        retention = result.retention()
+        comp = result.compactions
+        rows.append(
+            [
+                result.ticket_id,
+                str(result.turns),
+                "/".join(str(comp.get(s, 0)) for s in ("applied", "forced", "over_budget", "failed")),
+                f"{result.tokens_context:,}/{result.budget:,}",
+                f"{result.tokens_saved:,}",
+                *(_cell(retention[c]) for c in CATEGORIES),
+                _fraction(result.probes_refused, len(result.probes)),
+                "ok" if result.ok else "PROBLEM",
+            ]
+        )
+    header = [
+        "ticket",
+        "turns",
+        "a/f/ob/fail",
+        "context/budget",
+        "saved",
+        *(f"{SHORT[c]} st|ctx-st|base" for c in CATEGORIES),
+        "probes",
+        "",
+    ]
+    return _table(header, rows, right={1, 3, 4})
+
+
+def _cell(counts: dict[str, int]) -> str:
+    if not counts["total"]:
+        return "-"
+    return (
+        f"{counts['in_state']}|{counts['in_context_without_state']}|{counts['baseline_in_context']}"
+        f" of {counts['total']}"
+    )
 
 
 def render_totals(report: EvalReport) -> list[str]:
     totals: dict[str, Any] = report.totals()
     comp = totals["compactions"]
     tokens = totals["tokens"]
-    lines = [
-        f"{totals['tickets']} tickets, {totals['turns']:,} turns, {totals['errors']} import errors; "
-        f"summarizer {report.options.summarizer} ({report.options.summarizer_model}), "
-        f"budget {report.options.budget or 'per ticket class'}",
-        f"compactions: {comp.get('applied', 0)} applied, {comp.get('deferred', 0)} deferred, "
-        f"{comp.get('failed', 0)} failed; {totals['tickets_compacted']} of {totals['tickets']} tickets compacted",
-        f"tokens: {tokens['uncompacted']:,} uncompacted -> {tokens['context']:,} in the context after compaction: "
-        f"{tokens['saved']:,} saved ({100 * tokens['saved_share']:.1f}%)",
-        "",
-        f"{'fact retention':<22}{'pinned state':<22}{'summary (when due)':<22}{'context after compaction':<27}"
-        "kept only by the pinned state",
-    ]
-    for category in CATEGORIES:
-        r = totals["retention"][category]
-        lines.append(
-            f"{CATEGORY_NAMES[category]:<22}{_percent(r['in_state'], r['total']):<22}"
-            f"{_percent(r['in_summary'], r['summary_due']):<22}{_percent(r['in_context'], r['total']):<27}"
-            f"{r['only_in_pinned_state'] if r['total'] else ''}".rstrip()
-        )
     probes = totals["probes"]
-    money = totals["refunded_cents"]
-    lines += [
-        "",
-        f"repeat probes refused: {_percent(probes['refused'], probes['total'])}; "
-        f"scripted repeats refused on import: {totals['scripted_refusals']}",
-        f"refunded cents: {money['expected']:,} in the transcripts, {money['state']:,} in the pinned states",
-        f"summarizer cost: ${totals['summarizer_cost_usd']}; coverage misses flagged by the engine: "
-        f"{totals['engine_coverage_misses']}",
+    money = totals["money"]
+    return [
+        f"{totals['tickets']} tickets, {totals['turns']:,} turns, {totals['errors']} import errors; summarizer "
+        f"{report.options.summarizer} ({report.options.summarizer_model}); baseline: summary-only, extractive, "
+        "no pinned state",
+        f"compactions: {comp['applied']} applied, {comp['forced']} forced, {comp['over_budget']} over budget, "
+        f"{comp['failed']} failed, {comp['deferred']} deferred; {totals['tickets_compacted']} tickets compacted",
+        f"ended over budget: {totals['tickets_ended_over_budget']} "
+        f"({totals['tickets_over_budget_with_safe_cut']} with a safe cut); "
+        f"compactions that did not shrink the request: {totals['compactions_not_shrinking']}",
+        f"tokens: {tokens['uncompacted']:,} uncompacted -> {tokens['context']:,} with compaction "
+        f"({tokens['saved']:,} saved, {100 * tokens['saved_share']:.1f}%); baseline requests {tokens['baseline_context']:,}",
+        f"repeat probes refused: {_percent(probes['refused'], probes['total'])}; money: refunded "
+        f"{_money(money['refunded_cents'])}, charged {_money(money['charged_cents'])} (transcripts / pinned states)",
     ]
-    misses = render_misses(report)
-    if misses:
-        lines += [
-            "",
-            "missing (summary misses are measured; only state or context misses fail --check):",
-            *misses,
-        ]
-    lines += ["", "OK: nothing lost from the pinned state or the context" if report.ok else "LOST: see above"]
-    return lines
 
 
-def render_misses(report: EvalReport) -> list[str]:
-    """Each fact missing somewhere, and each probe the desk let through."""
-    lines = []
-    for result in report.tickets:
-        for check in result.facts:
-            where = [
-                name
-                for name, found in (
-                    ("state", check.state),
-                    ("summary", check.summary),
-                    ("context", check.context),
-                )
-                if found is False
-            ]
-            if where:
-                lines.append(
-                    f"  {result.ticket_id}: {SHORT[check.fact.category]} {check.fact.label!r}: "
-                    f"missing from the {', '.join(where)}"
-                )
-        for probe in result.probes:
-            if not probe.refused:
-                lines.append(f"  {result.ticket_id}: a repeat {probe.tool} on {probe.item} was NOT refused")
-        if result.refunded_cents_expected != result.refunded_cents_state:
-            lines.append(
-                f"  {result.ticket_id}: refunded {result.refunded_cents_expected} cents in the transcript, "
-                f"{result.refunded_cents_state} in the pinned state"
-            )
-    return lines
+def render_problems(report: EvalReport) -> list[str]:
+    problems = report.problems()
+    if not problems:
+        return ["OK: nothing over budget with a safe cut, every compaction shrank the request, nothing lost"]
+    shown = [f"  {p}" for p in problems[:MAX_PROBLEM_LINES]]
+    more = len(problems) - MAX_PROBLEM_LINES
+    return [
+        f"PROBLEMS ({len(problems)}):",
+        *shown,
+        *([f"  ... and {more} more (see --json)"] if more > 0 else []),
+    ]
 
 
-def render(report: EvalReport) -> str:
-    return "\n".join([*render_rows(report), "", *render_totals(report)]) + "\n"
+def render(report: EvalReport, *, tickets: bool = False) -> str:
+    parts = [*render_files(report), "", *render_domains(report), "", *render_retention(report), ""]
+    if tickets:
+        parts += [*render_rows(report), ""]
+    parts += [*render_totals(report), "", *render_problems(report)]
+    return "\n".join(parts) + "\n"

@@ -61,7 +61,7 @@ def test_public_tau2_sample_keeps_every_write_and_constraint_and_refuses_every_r
     report = evaluate(documents(TAU2_FILE, TAU2_SAMPLE), options=EvalOptions(summarizer="extractive"))
     assert {t.ticket_id for t in report.tickets} == TAU2_SAMPLE
     assert all(not t.error for t in report.tickets)
-    assert all(t.compactions.get("applied", 0) >= 1 for t in report.tickets)
+    assert all(t.compactions.get("applied", 0) + t.compactions.get("forced", 0) >= 1 for t in report.tickets)
     totals = report.totals()
     actions = totals["retention"]["actions_taken"]
     constraints = totals["retention"]["customer_constraints"]
@@ -73,7 +73,8 @@ def test_public_tau2_sample_keeps_every_write_and_constraint_and_refuses_every_r
     )
     assert actions["in_summary"] == actions["summary_due"] > 0
     assert totals["probes"]["total"] == 15 and totals["probes"]["refused"] == 15
-    assert totals["refunded_cents"]["state"] == totals["refunded_cents"]["expected"] > 0
+    refunded = totals["money"]["refunded_cents"]
+    assert refunded["state"] == refunded["transcript"] > 0
     assert totals["tokens"]["saved"] > 0
     assert totals["tokens"]["context"] < totals["tokens"]["uncompacted"]
     assert report.ok
@@ -233,14 +234,16 @@ def test_command_prints_clean_json_on_stdout_and_progress_on_stderr() -> None:
     assert data["summarizer"] == "extractive"
     assert data["totals"]["tickets"] == 1 and data["totals"]["ok"] is True
     [ticket] = data["tickets"]
-    assert ticket["retention"]["actions_taken"] == {
+    retention = ticket["retention"]["actions_taken"]
+    assert {k: retention[k] for k in ("total", "in_state", "summary_due", "in_summary", "in_context")} == {
         "total": 1,
         "in_state": 1,
         "summary_due": 1,
         "in_summary": 1,
         "in_context": 1,
-        "only_in_pinned_state": 0,
     }
+    assert set(data) >= {"totals", "files", "domains", "problems", "tickets"}
+    assert data["domains"]["sundry-ticket"]["money"]["refunded_cents"] == {"transcript": 4000, "state": 4000}
     assert ticket["tokens"]["saved"] == ticket["tokens"]["uncompacted"] - ticket["tokens"]["context"] > 0
     assert "evaluated 1 ticket(s)" in stderr.getvalue()
 
@@ -254,10 +257,11 @@ def test_command_prints_a_table_with_totals() -> None:
         stderr=io.StringIO(),
     )
     text = stdout.getvalue()
-    assert "E05-two-refunds-different-items" in text
-    assert "irreversible actions  2/2 (100.0%)" in text
-    assert "repeat probes refused: 2/2 (100.0%)" in text
-    assert text.rstrip().endswith("OK: nothing lost from the pinned state or the context")
+    assert "E05-two-refunds-different-items.json" in text  # the file's row
+    assert "irreversible actions  2/2 (100%)" in text
+    assert "desk summary (copied from the state)" in text  # the extractive summary says what it is
+    assert "repeat probes refused: 2/2 (100%)" in text
+    assert text.rstrip().endswith("every compaction shrank the request, nothing lost")
 
 
 def test_a_turn_whose_events_push_the_request_over_the_threshold_compacts_at_its_boundary() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from desk.importer import ImportTicket, import_ticket
+from desk.importer import ImportClass, ImportTicket, import_ticket
 from evals.sources import detect, load
 from evals.tau import brief_sentences, tau1_documents, tau2_documents
 from tickets.models import PinnedState
@@ -96,6 +96,7 @@ def test_tau2_messages_become_turns_with_calls_paired_to_results() -> None:
     """Users are customers, assistant text is agent turns, calls and results pair by id then by order."""
     [doc] = tau2_documents(SMALL)
     assert doc.ticket_id == "tau2-retail-7-abcdef12"
+    assert doc.seller_type == "retail" and doc.system_prompt  # the retail policy fixture: none in the file
     roles = [t.role for t in doc.turns]
     assert roles == [
         "agent", "customer", "tool_call", "tool_result", "agent", "customer",
@@ -244,3 +245,204 @@ def test_every_successful_write_of_the_public_file_becomes_one_action() -> None:
     assert len(actions) == 54
     assert not any(t.content.startswith("Error") for t, _ in actions)
     assert all(not e.reversible for _, e in actions)
+
+
+# --- every published shape: tau-bench (v1) retail and airline, tau2-bench airline and telecom ---
+
+FIXTURES = Path(settings.BASE_DIR) / "evals" / "fixtures" / "tau"
+
+
+def fixture(name: str) -> ImportTicket:
+    [doc] = load(FIXTURES / name)[1]
+    return doc
+
+
+def actions(doc: ImportTicket) -> list[tuple[str, str, str, int, int]]:
+    """(turn role, tool, item, refunded cents, charged cents) of each action_taken event."""
+    return [
+        (t.role, e.tool or "", e.item, e.amount_cents, int((e.args or {}).get("charged_cents", 0)))
+        for t in doc.turns
+        for e in t.events
+        if e.type == "action_taken"
+    ]
+
+
+def test_v1_retail_without_a_policy_in_the_file_gets_the_fixture_policy_and_its_refunds() -> None:
+    doc = fixture("tau1-retail.json")
+    source = doc.model_extra["source"] if doc.model_extra else {}
+    assert (doc.seller_type, source["format"], source["policy_source"]) == (
+        "retail",
+        "tau-bench",
+        "evals/fixtures/policies/retail.md",
+    )
+    assert doc.system_prompt and doc.system_prompt.startswith("# Retail agent policy")
+    assert (
+        isinstance(doc.ticket_class, ImportClass)
+        and doc.ticket_class.token_budget == source["policy_tokens"] + 2000
+    )
+    assert actions(doc) == [
+        ("tool_result", "cancel_pending_order", "#W2000001", 18246, 0),
+        (
+            "tool_result",
+            "modify_pending_order_items",
+            "#W2000002",
+            1799,
+            0,
+        ),  # the retry; the error is no action
+        ("tool_result", "return_delivered_order_items", "#W2000003", 0, 0),
+    ]
+    assert source["money"] == {"refunded_cents": 18246 + 1799, "charged_cents": 0}
+
+
+def test_v1_retail_pairs_parallel_results_by_id_reused_ids_by_order_and_nameless_ids_by_tool() -> None:
+    doc = fixture("tau1-retail.json")
+    results = [t for t in doc.turns if t.role == "tool_result"]
+    # Parallel calls answered out of order: each result still names its own order.
+    lookups = [
+        (r.tool_call_id, json.loads(r.content)["order_id"]) for r in results if r.tool == "get_order_details"
+    ]
+    assert lookups[:2] == [("call_a4", "#W2000002"), ("call_a3", "#W2000001")]
+    # The think tool returns "" under a reused id: an empty, valid turn paired with the think call.
+    [think] = [r for r in results if r.tool == "think"]
+    assert think.content == "" and think.tool_call_id == "call_a5"
+    # A result with no tool_call_id answers the unanswered call of the tool it names.
+    modified = [r for r in results if r.tool == "modify_pending_order_items"]
+    assert [r.tool_call_id for r in modified] == ["call_a7", "call_a8"]
+    keys = [e.idempotency_key for t in doc.turns for e in t.events if e.type == "action_taken"]
+    assert len(set(keys)) == len(keys)
+
+
+def test_v1_airline_cancellation_refunds_to_the_original_payment_and_a_booking_is_keyed_by_its_reservation() -> (
+    None
+):
+    doc = fixture("tau1-airline.json")
+    source = doc.model_extra["source"] if doc.model_extra else {}
+    assert (doc.seller_type, source["policy_source"]) == ("airline", "transcript")
+    assert actions(doc) == [
+        ("tool_result", "cancel_reservation", "ZFA04Y", 75800, 0),  # the negated payment appended on cancel
+        ("tool_result", "send_certificate", "mia_li_3668", 20000, 0),  # the certificate's amount argument
+        (
+            "tool_result",
+            "book_reservation",
+            "HATHAT",
+            0,
+            19200,
+        ),  # the reservation the result names, not the user
+        (
+            "tool_result",
+            "update_reservation_baggages",
+            "HATHAT",
+            0,
+            5000,
+        ),  # only the entry new since the booking
+    ]
+    [certificate] = [e for t in doc.turns for e in t.events if e.tool == "send_certificate"]
+    assert certificate.args is not None and certificate.args["certificate_id"] == "certificate_3221322"
+    # call_1 is reused after its first call was answered: the later result pairs with the later call.
+    search = next(t for t in doc.turns if t.role == "tool_result" and t.tool == "search_direct_flight")
+    assert search.tool_call_id == "call_1"
+
+
+def test_tau2_airline_signed_refunds_flagged_errors_and_calls_without_ids() -> None:
+    doc = fixture("tau2-airline.json")
+    source = doc.model_extra["source"] if doc.model_extra else {}
+    assert (doc.seller_type, source["format"], source["policy_source"]) == (
+        "airline",
+        "tau2-bench",
+        "transcript",
+    )
+    assert actions(doc) == [
+        (
+            "tool_result",
+            "update_reservation_flights",
+            "K1NW8N",
+            12000,
+            0,
+        ),  # a cheaper flight: -120 in the history
+        ("tool_result", "cancel_reservation", "4WQ150", 43000, 0),
+    ]
+    flagged = [t for t in doc.turns if t.role == "tool_result" and t.content.startswith("Error")]
+    assert len(flagged) == 1 and flagged[0].events == []
+    no_id = [t for t in doc.turns if t.role in {"tool_call", "tool_result"} and not t.tool_call_id]
+    assert [(t.role, t.tool) for t in no_id] == [
+        ("tool_call", "get_reservation_details"),
+        ("tool_result", "get_reservation_details"),
+    ]
+    assert any(t.role == "tool_result" and t.tool == "think" and t.content == "" for t in doc.turns)
+
+
+def test_tau2_telecom_customer_tools_are_customer_turns_and_bills_and_charges_are_money() -> None:
+    doc = fixture("tau2-telecom.json")
+    source = doc.model_extra["source"] if doc.model_extra else {}
+    assert (doc.seller_type, source["policy_source"]) == ("telecom", "evals/fixtures/policies/telecom.md")
+    assert doc.system_prompt and doc.system_prompt.startswith("# Telecom agent policy")
+    assert actions(doc) == [
+        ("tool_result", "send_payment_request", "B1002", 0, 0),
+        ("customer", "make_payment", "B1002", 0, 8550),  # the customer paid the bill on their phone
+        ("tool_result", "resume_line", "L1001", 0, 0),
+        ("tool_result", "refuel_data", "L1001", 0, 400),  # refuel_data returns its charge
+        ("tool_result", "enable_roaming", "L1001", 0, 0),
+    ]
+    toggles = [e for t in doc.turns for e in t.events if e.tool in {"resume_line", "enable_roaming"}]
+    assert all(e.reversible for e in toggles)
+    phone = [
+        t.content
+        for t in doc.turns
+        if t.role == "customer" and t.content.startswith("[on the customer's phone")
+    ]
+    assert [c.split("(", 1)[0] for c in phone] == [
+        "[on the customer's phone: check_payment_request",
+        "[on the customer's phone: make_payment",
+        "[on the customer's phone: reboot_device",
+    ]
+    # The customer's tool ids repeat the agent's (call_1, call_2): they never consume the agent's calls.
+    results = [t for t in doc.turns if t.role == "tool_result"]
+    calls = [t for t in doc.turns if t.role == "tool_call"]
+    assert len(results) == len(calls) == 9
+    assert [r.tool for r in results] == [c.tool for c in calls]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "name", ["tau1-retail.json", "tau1-airline.json", "tau2-airline.json", "tau2-telecom.json"]
+)
+def test_each_published_shape_imports_and_its_pinned_money_matches_the_transcript(name: str) -> None:
+    doc = fixture(name)
+    import_ticket(ImportTicket.model_validate(doc.model_dump()))
+    state = PinnedState.objects.get(ticket__ticket_id=doc.ticket_id).agent_json()
+    money = (doc.model_extra or {})["source"]["money"]
+    assert state["refunded_cents_total"] == money["refunded_cents"]
+    charged = sum(int(a["args"].get("charged_cents", 0)) for a in state["actions_taken"])
+    assert charged == money["charged_cents"]
+
+
+def test_a_result_without_an_id_answers_the_oldest_call_of_the_tool_it_names() -> None:
+    runs = [
+        {
+            "task_id": 1,
+            "traj": [
+                {"role": "user", "content": "Look up #W1 and my profile."},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "a",
+                            "function": {"name": "get_user_details", "arguments": '{"user_id": "u"}'},
+                        },
+                        {
+                            "id": "b",
+                            "function": {"name": "get_order_details", "arguments": '{"order_id": "#W1"}'},
+                        },
+                    ],
+                },
+                {"role": "tool", "name": "get_order_details", "content": order("#W1", [("payment", 5.0)])},
+                {"role": "tool", "content": '{"user_id": "u"}'},
+                {"role": "assistant", "content": "Found both."},
+            ],
+        }
+    ]
+    [doc] = tau1_documents(runs)
+    results = [(t.tool, t.tool_call_id) for t in doc.turns if t.role == "tool_result"]
+    assert results == [("get_order_details", "b"), ("get_user_details", "a")]
+    assert doc.seller_type == "retail"  # no policy in the run: the tools it called name the domain

@@ -64,14 +64,20 @@ class Command(BaseCommand):
             "--budget",
             type=int,
             default=None,
-            help=f"token budget for every ticket (default: the ticket's own class; {DEFAULT_BUDGET} for tau files)",
+            help="token budget for every ticket (default: the ticket's own class); for tau files, the budget on "
+            f"top of the domain policy (default {DEFAULT_BUDGET})",
         )
-        parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+        parser.add_argument(
+            "--json", action="store_true", help="print the report (every figure) as JSON on stdout"
+        )
+        parser.add_argument("--tickets", action="store_true", help="also print one row per ticket")
         parser.add_argument(
             "--check",
             action="store_true",
-            help="exit with status 1 if a fact is missing from the pinned state or the context, a repeat probe "
-            "is not refused, or a ticket fails to import",
+            help="exit with status 1, naming the reasons, if a context ends over budget although a safe cut "
+            "existed, an applied compaction did not shrink the request, a fact is lost from the pinned state "
+            "or the context, a repeat probe is not refused, the money differs from the transcript, or a "
+            "ticket fails to import",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -80,9 +86,11 @@ class Command(BaseCommand):
             raise CommandError("--budget must be at least 256 tokens")
         documents: list[tuple[str, ImportTicket]] = []
         try:
-            for path in expand(options["paths"]):
-                _, docs = load(path, tau_budget=budget or DEFAULT_BUDGET)
-                documents += [(str(path), doc) for doc in docs]
+            for given in options["paths"]:
+                # A directory is reported as one source (the project's eval set is one directory).
+                for path in expand([given]):
+                    _, docs = load(path, tau_budget=budget or DEFAULT_BUDGET)
+                    documents += [(str(given), doc) for doc in docs]
         except ImportFileError as exc:
             raise CommandError(str(exc)) from None
         if not documents:
@@ -96,8 +104,9 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps(report.as_json(), indent=2))
         else:
-            self.stdout.write(render(report), ending="")
+            self.stdout.write(render(report, tickets=options["tickets"]), ending="")
         if options["check"] and not report.ok:
-            raise CommandError(
-                "compaction lost a fact from the pinned state or the context, or let a repeat through"
-            )
+            problems = report.problems()
+            listed = "\n".join(f"  {p}" for p in problems[:20])
+            more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+            raise CommandError(f"--check failed, {len(problems)} problem(s):\n{listed}{more}")
