@@ -296,7 +296,7 @@ def _stems(text: str) -> frozenset[str]:
 # Negation of the whole clause: "the refund was not issued", "replacement declined".
 NEGATIONS = _stems(
     "not never none nothing neither nor denied deny declined decline refused refuse rejected reject "
-    "failed fail unable unsuccessful nobody dont doesnt didnt wont cant against"
+    "failed fail unable unsuccessful nobody dont doesnt didnt wont cant against errored bounced"
 )
 # Negation of what follows in the clause: "refund issued with no return", "refund instead of a replacement".
 FORWARD_NEGATIONS = ("no", "without", "instead of", "rather than", "except", "other than", "in place of")
@@ -305,6 +305,7 @@ REVERSALS = _stems(
     "reversed reverse revoked revoke rescinded rescind withdrew withdrawn withdraw overturned overruled "
     "retracted undone undo voided void clawback chargeback cancelled canceled dropped scrapped"
 )
+NEGATION_PHRASES = (" turned down ", " fell through ", " did not go through ", " bounced back ")
 REVERSAL_PHRASES = (
     " no longer ",
     " changed her mind",
@@ -335,9 +336,9 @@ PROPOSALS = _stems(
     "proposed propose offered offer suggested suggest recommended recommend promised promise requested "
     "request asked ask wants wanted want wish considering considered discussed mentioned pending awaiting "
     "waiting approved approve agreed agree authorized authorised accepted quoted explained inquired "
-    "enquired tentative draft eligible"
+    "enquired tentative draft eligible tried attempted attempt approval"
 )
-DECISION_WORDS = _stems("approved agreed authorized authorised accepted decided granted")
+DECISION_WORDS = _stems("approved approval agreed authorized authorised accepted decided granted")
 # Said alongside a proposal, these mean it was carried out: "requested and processed".
 DONE = _stems(
     "processed completed confirmed executed submitted filed placed posted went succeeded successful "
@@ -350,6 +351,7 @@ RESOLUTIONS = _stems(
     "submitted sent found came shared done solved clarified verified checked sorted handled addressed "
     "replied responded delivered"
 )
+RESOLUTION_PHRASES = (" in hand ", " on file ", " came in ", " came through ", " has been answered ")
 # An open question that reads as open: these override a resolution word ("awaiting confirmation").
 OPEN_MARKERS = _stems(
     "still outstanding pending awaiting waiting wait yet unresolved unanswered open tbd unknown unclear "
@@ -407,7 +409,7 @@ def _clause(text: str) -> Clause:
     tokens = padded.split()
     stems = [stem(t) for t in tokens]
     positive = [True] * len(tokens)
-    negated = any(s in NEGATIONS for s in stems)
+    negated = any(s in NEGATIONS for s in stems) or any(p in padded for p in NEGATION_PHRASES)
     # "no replacement wanted": "no" and its kind negate what follows them.
     for cue in FORWARD_NEGATIONS:
         cue_tokens = cue.split()
@@ -436,10 +438,15 @@ def _clause(text: str) -> Clause:
         future=bool(has & FUTURE) or any(p in padded for p in FUTURE_PHRASES),
         proposal=bool(has & PROPOSALS),
         done=bool(has & DONE),
-        resolution=bool(has & RESOLUTIONS),
+        resolution=bool(has & RESOLUTIONS) or any(p in padded for p in RESOLUTION_PHRASES),
         open_marker=bool(has & OPEN_MARKERS) or "?" in text,
         numbers=frozenset(re.findall(r"\d+", padded)),
     )
+
+
+def _cue_only(clause: Clause) -> bool:
+    """A clause of nothing but status words ("later reversed", "pending approval", "failed")."""
+    return set(clause.stems) <= LIGHT | REVERSALS | RESOLUTIONS | DONE
 
 
 def clauses(text: str) -> list[Clause]:
@@ -660,8 +667,13 @@ def _action_match(action: dict[str, Any], entry: str) -> Match:
             state = "done"  # "refund approved and processed"
         states.append(state)
     # "cancellation of X ($154.32) failed": a clause of nothing but a negation speaks for the entry.
-    if any(c.negated and set(c.stems) <= LIGHT for c in parts):
-        states = ["negated" for _ in states]
+    # "refund for the table: $40 - pending approval": so does one of a proposal or the future alone.
+    for c in parts:
+        if _cue_only(c) and c.stems[:1] != ("as",) and not any(s in tool.verbs for s in c.stems):
+            if c.negated:
+                states = ["negated" for _ in states]
+            elif c.future or (c.proposal and not c.done):
+                states = [("future" if c.future else "proposed") if s == "done" else s for s in states]
     # "refunded $40 for the table, later reversed": a reversal anywhere in the entry undoes it.
     if not reversed_action and any(c.reverses(allowed=tool.verbs) and not c.negated for c in parts):
         states = ["reversed" for _ in states]
@@ -733,7 +745,7 @@ def _text_match(text: str, entry: str, *, kind: TextKind, share: float, item_id:
     if wanted_numbers and found_numbers and not wanted_numbers & found_numbers:
         return Match(False, "the entry names a different time, date or number", 5)
     # The clauses about the item, and those about nothing else ("..., later reversed", "answered").
-    relevant = [c for c in parts if set(c.stems) & set(hits)] + [c for c in parts if not set(c.stems) - LIGHT]
+    relevant = [c for c in parts if set(c.stems) & set(hits)] + [c for c in parts if _cue_only(c)]
     if by_id:
         relevant = [c for c in parts if _mentions_id(c.text, item_id)] + relevant
     relevant = relevant or parts
@@ -744,6 +756,8 @@ def _text_match(text: str, entry: str, *, kind: TextKind, share: float, item_id:
         own = set() if reads_open else wanted_stems
         for c in relevant:
             fresh = {s for s in c.stems if s in RESOLUTIONS and s not in own}
+            if any(p in f" {c.text} " for p in RESOLUTION_PHRASES):
+                fresh.add("in hand")
             if fresh and not (c.open_marker or c.future) and not c.negated and all(c.positive):
                 return Match(False, "the summary says the question was answered", 4)
         return Match(True)
@@ -752,7 +766,9 @@ def _text_match(text: str, entry: str, *, kind: TextKind, share: float, item_id:
         return Match(False, "the summary says it was reversed or withdrawn", 4)
     flipped = [s for s in hits if not (wanted[s] & present[s])]
     if flipped and not by_id:
-        return Match(False, f"the summary says the opposite about {', '.join(sorted(flipped))}", 4)
+        named = {stem(w): w for w in words(wanted_rest)}
+        about = ", ".join(sorted(repr(named.get(s, s)) for s in flipped))
+        return Match(False, f"the summary says the opposite about {about}", 4)
     if by_id and any(c.negated for c in relevant[:1]):
         return Match(False, "the summary says the opposite", 4)
     if kind == "decisions":
