@@ -2,7 +2,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from compaction.coverage import action_covered, check_coverage, text_covered
+import pytest
+
+from compaction.coverage import (
+    action_covered,
+    action_match,
+    check_coverage,
+    normalize_name,
+    text_covered,
+    text_match,
+)
 
 STATE: dict[str, Any] = {
     "actions_taken": [
@@ -69,3 +78,132 @@ def test_a_decision_left_out_of_the_summary_is_missing() -> None:
     assert [(m["category"], m["id"]) for m in report.missing] == [("decisions", "D1")]
     summary["decisions"] = ["Customer keeps the table; partial refund agreed"]
     assert check_coverage(state, summary).missing == []
+
+
+# --- the failure modes of issue 13: each one the old word-share check got wrong ---
+
+REFUND = STATE["actions_taken"][0]
+
+
+def test_a_refund_the_summary_says_was_not_issued_is_missing() -> None:
+    assert not action_covered(REFUND, ["The refund of $40 for the garden table was NOT issued."])
+    assert not action_covered(REFUND, ["Garden table: $40 refund never went through."])
+    assert not action_covered(REFUND, ["Cancellation of the garden table refund ($40) failed."])
+    # A negation elsewhere in the entry, about something else, does not undo it.
+    assert action_covered(REFUND, ["Refunded $40 for the garden table, no return needed."])
+
+
+def test_a_refund_proposed_promised_or_requested_is_not_a_refund_taken() -> None:
+    for entry in (
+        "A refund of $40 was proposed for the garden table.",
+        "Promised the buyer $40 back on the garden table.",
+        "Will refund $40 for the garden table once the photo arrives.",
+        "Customer asked for a $40 refund for the garden table.",
+        "Refund for garden table: $40 - pending approval",
+    ):
+        assert not action_covered(REFUND, [entry]), entry
+    assert action_covered(REFUND, ["Refund of $40 approved and processed for the garden table."])
+
+
+def test_refunded_40_dollars_for_the_table_covers_issue_refund_4000_cents_garden_table() -> None:
+    """The old check missed it: "the table" names the item when the verb and the amount match."""
+    assert action_covered(REFUND, ["refunded $40 for the table"])
+    assert not action_covered(REFUND, ["refunded $40"])  # no item at all
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "Refunded 40 dollars for the garden table.",
+        "Refund of USD 40.00 issued for the garden-table.",
+        "Refunded 40.00 EUR on the garden table",
+        "garden table refunded: 4000 cents",
+        "Refunded forty dollars for the garden table.",
+        "Refunded €40 for the garden table",
+        "issue_refund 4000 garden-table",
+    ],
+)
+def test_money_is_compared_in_cents_whatever_the_unit(entry: str) -> None:
+    assert action_covered(REFUND, [entry])
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "Refunded $25 for the garden table.",
+        "Refunded $400 for the garden table.",
+        "garden table: 400 cents refunded",
+    ],
+)
+def test_a_wrong_amount_is_a_miss_and_says_so(entry: str) -> None:
+    match = action_match(REFUND, [entry])
+    assert not match.covered and "wrong amount" in match.why
+
+
+def test_tools_are_matched_through_their_verb_family() -> None:
+    cancel = {"id": "A1", "tool": "cancel_pending_order", "item": "#W4923227", "amount_cents": 15432}
+    assert action_covered(cancel, ["Cancelled pending order #W4923227; $154.32 back to the gift card."])
+    assert not action_covered(cancel, ["Looked up order #W4923227 ($154.32, pending)."])
+    ret = {"id": "A3", "tool": "book_return", "item": "electric-kettle"}
+    assert action_covered(ret, ["Return booked for the electric kettle."])
+    assert not action_covered(ret, ["Exchanged the electric kettle."])
+    address = {"id": "A3", "tool": "modify_pending_order_address", "item": "#W1234567"}
+    assert action_covered(address, ["Updated the shipping address on #W1234567."])
+    assert not action_covered(address, ["Updated the payment method on #W1234567."])
+
+
+def test_no_refund_wanted_replacement_ok_does_not_cover_no_replacement_wanted() -> None:
+    assert not text_covered("no replacement wanted", ["no refund wanted, replacement ok"])
+    assert text_covered("no replacement wanted", ["wants a refund instead of a replacement"])
+
+
+def test_an_open_question_the_summary_calls_answered_is_missing() -> None:
+    question = "photo of the second item (parasol) still outstanding"
+    match = text_match(question, ["Parasol photo received."], kind="open_questions")
+    assert not match.covered and "answered" in match.why
+    assert not text_covered(question, ["Customer sent the photo of the parasol."], kind="open_questions")
+    assert text_covered(question, ["Parasol photo not received yet."], kind="open_questions")
+    assert text_covered(question, ["Still waiting on the parasol photo."], kind="open_questions")
+
+
+def test_refund_denied_does_not_cover_an_approved_refund_decision() -> None:
+    decision = "approved a refund of $40 for the garden table"
+    assert not text_covered(decision, ["Refund denied."], kind="decisions")
+    assert not text_covered(decision, ["Refund for the garden table proposed."], kind="decisions")
+    assert not text_covered(decision, ["Approved a $25 refund for the garden table."], kind="decisions")
+    assert text_covered(decision, ["$40 refund for the garden table granted."], kind="decisions")
+
+
+def test_an_entry_naming_a_pinned_item_by_its_id_covers_it_unless_it_contradicts_it() -> None:
+    assert action_covered(REFUND, ["A1 done."])
+    assert not action_covered(REFUND, ["A1 not issued."])
+    assert not action_covered(REFUND, ["A1 refund: $25."])
+    assert not action_covered(REFUND, ["A10 refunded."])  # a whole word, not a prefix
+    assert text_covered("no replacement wanted", ["C1 still applies."], item_id="C1")
+    assert not text_covered("no replacement wanted", ["C2 still applies."], item_id="C1")
+    assert not text_covered(
+        STATE["open_questions"][0]["text"], ["Q1 answered."], kind="open_questions", item_id="Q1"
+    )
+    report = check_coverage(
+        {"decisions": [{"id": "D3", "text": "waive the return shipping fee"}]}, {"decisions": ["D3 holds."]}
+    )
+    assert [c["id"] for c in report.covered] == ["D3"]
+
+
+def test_a_pinned_action_as_json_covers_itself_field_by_field() -> None:
+    """The pinned-state message of a context carries each action as JSON (with "reversed": false)."""
+    as_json = '{"id":"A1","tool":"issue_refund","item":"garden-table","amount_cents":4000,"reversed":false}'
+    assert action_covered(REFUND, [as_json])
+    assert not action_covered(REFUND, [as_json.replace("4000", "2500")])
+    assert not action_covered(REFUND, [as_json.replace("false", "true")])
+
+
+def test_names_are_normalized_for_width_case_zero_width_and_separators() -> None:
+    assert normalize_name("Garden\u200b_Table") == normalize_name("garden-table") == "garden table"
+    assert normalize_name("\uff33\uff35\uff0d90702") == normalize_name("su 90702")
+
+
+def test_missing_items_say_why_in_the_report() -> None:
+    report = check_coverage(STATE, {"actions_taken": ["Refunded $25 for the garden table."]})
+    why = {m["id"]: m["why"] for m in report.missing}
+    assert "wrong amount" in why["A1"] and "empty" in why["C1"]
