@@ -83,9 +83,21 @@ def _action_line(action: dict[str, Any]) -> str:
     return f"{action['tool']}{money}{item}{turn} ({kind}{status})"
 
 
+def pinned_references(state: dict[str, Any]) -> dict[str, list[str]]:
+    """The four fields as references to the pinned items by id (A1, C2, Q1, D3).
+
+    The pinned state rides in every request beside the summary, so restating its items word for word would
+    pay for them twice; the coverage check counts a whole-word id as covering the item.
+    """
+    return {
+        field: [str(item["id"]) for item in state.get(field, []) if item.get("id")]
+        for field in ("decisions", "actions_taken", "customer_constraints", "open_questions")
+    }
+
+
 class ExtractiveSummarizer:
-    """Offline and deterministic: the four fields come from the pinned state, the narrative from the
-    transcript (the first sentence of each customer and agent turn, tool calls by name)."""
+    """Offline and deterministic: the four fields refer to the pinned state's items by id, the narrative comes
+    from the transcript (the first sentence of each customer and agent turn, tool calls by name)."""
 
     backend = "extractive"
 
@@ -106,13 +118,7 @@ class ExtractiveSummarizer:
             narrative = f"{previous} {narrative}"
         if len(narrative) > NARRATIVE_CHARS:
             narrative = "…" + narrative[-(NARRATIVE_CHARS - 1) :]
-        summary = Summary(
-            decisions=[d["text"] for d in state.get("decisions", [])],
-            actions_taken=[_action_line(a) for a in state.get("actions_taken", [])],
-            customer_constraints=[c["text"] for c in state.get("customer_constraints", [])],
-            open_questions=[q["text"] for q in state.get("open_questions", [])],
-            narrative=narrative,
-        )
+        summary = Summary(**pinned_references(state), narrative=narrative)
         return SummarizerReply(text=summary.model_dump_json())
 
 

@@ -42,7 +42,9 @@ Return one JSON object with exactly these fields:
 - customer_constraints: every constraint the customer stated, even in passing;
 - open_questions: what the thread is still waiting for;
 - narrative: at most 120 words of prose for everything else.
-Every action, constraint and open question in the pinned state must appear in its field.
+Every action, constraint, open question and decision in the pinned state must appear in its field: the pinned
+state rides in every request, so refer to each pinned item by its id (A1, C2, Q1, D3) instead of restating it,
+and write out in full only what the turns add that the pinned state does not carry.
 An empty list means there are none. Be aggressive about texture and absolute about the four fields."""
 
 

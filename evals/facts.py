@@ -16,6 +16,7 @@ Each fact is looked for in three places:
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
@@ -120,16 +121,45 @@ def covered(fact: Fact, entries: list[str]) -> bool:
     return text_covered(fact.text, entries)
 
 
+ID_REFERENCE = re.compile(r"^\s*([ACQD]\d+)\b")
+
+
+def resolve_references(entries: list[Any], category: str, state: dict[str, Any] | None) -> list[str]:
+    """Summary entries with references to pinned items (`A1`, `C2`) replaced by the items they name.
+
+    The engine's summaries refer to pinned items by id instead of restating them (the pinned state rides in
+    the same request); a reference counts only where the state it points into is there to read.
+    """
+    by_id = {str(item.get("id")): item for item in (state or {}).get(category, [])}
+    out = []
+    for entry in entries:
+        match = ID_REFERENCE.match(str(entry))
+        item = by_id.get(match.group(1)) if match else None
+        if item is None:
+            out.append(str(entry))
+        elif category == "actions_taken":
+            out.append(compact_json(item))
+        else:
+            out.append(str(item.get("text", "")))
+    return out
+
+
 def in_summary(
-    facts: list[Fact], summary: dict[str, Any] | None, written_at: int | None
+    facts: list[Fact],
+    summary: dict[str, Any] | None,
+    written_at: int | None,
+    state: dict[str, Any] | None = None,
 ) -> list[bool | None]:
-    """Is each fact in the summary's field for it? None when there is no summary or the fact is newer."""
+    """Is each fact in the summary's field for it (references resolved against `state`)? None when there is
+    no summary or the fact is newer."""
     out: list[bool | None] = []
     for fact in facts:
         if summary is None or written_at is None or fact.stored_at > written_at:
             out.append(None)
         else:
-            out.append(covered(fact, [str(e) for e in summary.get(fact.category, [])]))
+            out.append(
+                covered(fact, resolve_references(summary.get(fact.category, []), fact.category, state))
+            )
     return out
 
 
@@ -141,6 +171,7 @@ def context_entries(messages: list[dict[str, Any]]) -> dict[str, list[str]]:
     count for all three categories, since the agent reads them too.
     """
     entries: dict[str, list[str]] = {category: [] for category in CATEGORIES}
+    state: dict[str, Any] | None = None
     for message in messages:
         content = str(message.get("content") or "")
         if message.get("role") == "system" and content.startswith(STATE_PREFIX):
@@ -151,7 +182,7 @@ def context_entries(messages: list[dict[str, Any]]) -> dict[str, list[str]]:
         elif message.get("role") == "system" and content.startswith(SUMMARY_PREFIX):
             summary = json.loads(content[len(SUMMARY_PREFIX) :])
             for category in CATEGORIES:
-                entries[category] += [str(e) for e in summary.get(category, [])]
+                entries[category] += resolve_references(summary.get(category, []), category, state)
                 entries[category].append(str(summary.get("narrative", "")))
         elif message.get("role") != "system":
             for category in CATEGORIES:
@@ -246,7 +277,7 @@ def check_facts(
         for fact, s, m, c, w in zip(
             facts,
             in_state(facts, state),
-            in_summary(facts, summary, summary_written_at),
+            in_summary(facts, summary, summary_written_at, state),
             context,
             without_state,
             strict=True,

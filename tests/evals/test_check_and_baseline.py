@@ -162,9 +162,9 @@ def test_the_baseline_is_measured_fact_by_fact_against_the_same_transcripts() ->
     report = evaluate(tau_fixtures(), options=EvalOptions())
     checks = [c for t in report.tickets for c in t.facts]
     assert checks and all(c.baseline_context is not None and c.in_transcript is not None for c in checks)
-    assert all(
-        c.state and c.context and c.context_without_state for c in checks
-    )  # the desk: state copied to summary
+    assert all(c.state and c.context for c in checks)  # the desk keeps every fact
+    # Its summaries refer to pinned items by id instead of restating them: without the state they say less.
+    assert any(not c.context_without_state for c in checks)
     lost = [c for c in checks if not c.baseline_context]
     assert lost, "the summary-only baseline keeps everything: the comparison measures nothing"
     # The baseline never counts the state as its merit: its context has no pinned-state message.

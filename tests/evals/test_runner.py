@@ -287,7 +287,10 @@ def test_a_turn_whose_events_push_the_request_over_the_threshold_compacts_at_its
     )
     report = import_ticket(doc)
     ticket = Ticket.objects.get(ticket_id="T-DUE")
-    assert ticket.context_tokens > ticket.ticket_class.threshold_tokens  # the premise: it is due
+    last = ticket.turns.order_by("-number").first()
+    assert last is not None and last.context_tokens <= ticket.ticket_class.threshold_tokens
+    # the premise: the turn alone was under the threshold; its constraint event took the request over it
+    assert ticket.state_changes.filter(thread_turn=4, op="constraint_stated").exists()
     assert report.compactions.get("applied") == 1, (
         f"the request ended at {ticket.context_tokens} tokens, over the threshold "
         f"{ticket.ticket_class.threshold_tokens}, at a boundary, and did not compact"
