@@ -718,7 +718,14 @@ def _content(parts: list[Clause]) -> dict[str, set[bool]]:
     return out
 
 
+def _verbatim(text: str) -> str:
+    return " ".join(normalize_name(text).split())
+
+
 def _text_match(text: str, entry: str, *, kind: TextKind, share: float, item_id: str | None) -> Match:
+    # An entry that carries the item word for word carries it, whatever its words are ("If so, do it.").
+    if _verbatim(text) and _verbatim(text) == _verbatim(entry):
+        return Match(True, "word for word", 10)
     wanted_amounts, wanted_rest = amounts_in(text)
     wanted_parts = clauses(wanted_rest)
     wanted = _content(wanted_parts)

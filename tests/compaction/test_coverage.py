@@ -207,3 +207,10 @@ def test_missing_items_say_why_in_the_report() -> None:
     report = check_coverage(STATE, {"actions_taken": ["Refunded $25 for the garden table."]})
     why = {m["id"]: m["why"] for m in report.missing}
     assert "wrong amount" in why["A1"] and "empty" in why["C1"]
+
+
+def test_an_entry_that_carries_the_item_word_for_word_covers_it_however_light_its_words() -> None:
+    """Found by the eval on the public tau2 file: a constraint made of light words only matched nothing."""
+    assert text_covered("If so, do it.", ["If so, do it."])
+    assert text_covered("If so, do it.", ["  if so,  DO it. "])
+    assert not text_covered("If so, do it.", ["If not, leave it."])
