@@ -110,7 +110,7 @@ def context_chart(series: ContextSeries) -> dict[str, Any]:
 
 DAY_WIDTH = 640
 DAY_HEIGHT = 220
-DAY_PAD_LEFT, DAY_PAD_RIGHT, DAY_PAD_TOP, DAY_PAD_BOTTOM = 64, 12, 14, 34
+DAY_PAD_LEFT, DAY_PAD_RIGHT, DAY_PAD_TOP, DAY_PAD_BOTTOM = 84, 12, 16, 40
 CLASS_COLOURS = ("#2563eb", "#d97706", "#059669", "#7c3aed", "#db2777", "#0891b2", "#65a30d", "#64748b")
 
 
