@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from compaction.models import CompactionEvent, ContextSnapshot
+from compaction.models import CompactionEvent, CompactionReview, ContextSnapshot
 from tickets.admin import AppendOnlyAdmin
 
 
@@ -27,3 +27,10 @@ class CompactionEventAdmin(AppendOnlyAdmin):
 class ContextSnapshotAdmin(AppendOnlyAdmin):
     list_display = ["event", "created_at"]
     list_select_related = ["event__ticket"]
+
+
+@admin.register(CompactionReview)
+class CompactionReviewAdmin(AppendOnlyAdmin):
+    list_display = ["event", "verdict", "by", "created_at"]
+    list_filter = ["verdict"]
+    list_select_related = ["event__ticket", "by"]

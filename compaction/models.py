@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
@@ -33,6 +34,17 @@ class CompactionEventQuerySet(models.QuerySet["CompactionEvent"]):
     def pending(self) -> CompactionEventQuerySet:
         """Claimed and not finished: queued for a run, or running."""
         return self.filter(status__in=[CompactionStatus.PENDING, CompactionStatus.RUNNING])
+
+    def worth_review(self) -> CompactionEventQuerySet:
+        """Events a supervisor should look at: a summary that missed a pinned item, or a compaction
+        that was forced by the hard ceiling, found no safe cut, or failed."""
+        return self.filter(
+            Q(coverage_missing_count__gt=0)
+            | Q(status__in=[CompactionStatus.FORCED, CompactionStatus.OVER_BUDGET, CompactionStatus.FAILED])
+        )
+
+    def unreviewed(self) -> CompactionEventQuerySet:
+        return self.exclude(reviews__isnull=False)
 
 
 class CompactionEvent(models.Model):
@@ -127,3 +139,27 @@ class ContextSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"snapshot of {self.event}"
+
+
+class ReviewVerdict(models.TextChoices):
+    FINE = "fine", "Fine"
+    SUMMARY_BAD = "summary_bad", "Summary bad"
+    STATE_CORRECTED = "state_corrected", "State corrected"
+
+
+class CompactionReview(models.Model):
+    """A supervisor's verdict on one compaction, with a comment. Append-only: a second look adds a row,
+    and the newest row is the event's current verdict."""
+
+    event = models.ForeignKey(CompactionEvent, on_delete=models.PROTECT, related_name="reviews")
+    verdict = models.CharField(max_length=20, choices=ReviewVerdict.choices)
+    comment = models.TextField(blank=True)
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["event", "created_at", "pk"]
+        indexes = [models.Index(fields=["event", "-created_at"], name="review_event_newest")]
+
+    def __str__(self) -> str:
+        return f"{self.event} reviewed {self.verdict}"

@@ -18,6 +18,7 @@ from compaction.summary import (
     Summary,
     summary_user_prompt,
 )
+from tickets.tokens import count_message
 
 
 @dataclass(frozen=True)
@@ -183,9 +184,47 @@ def _reply_of(completion: Any) -> SummarizerReply:
     )
 
 
+# Fixed summaries the `scripted` backend replays, by the class's `summarizer_model`. The seed's T-40118
+# summary is accurate, fluent and missing the only fact with money attached: the $40 refund at turn 6.
+SCRIPTS: dict[str, Summary] = {
+    "seed-lossy-t40118": Summary(
+        decisions=[],
+        actions_taken=[],
+        customer_constraints=["declined a replacement"],
+        open_questions=[],
+        narrative=(
+            "The buyer reported cosmetic damage to the table and declined a replacement. A parasol from "
+            "the same seller was delayed in transit and held for inspection. The agent is tracking the parcel."
+        ),
+    ),
+}
+
+
+class ScriptedSummarizer:
+    """Replays a fixed summary, whatever the transcript: the demo's and the tests' summarizer that a
+    real model would be, down to its mistakes. The script is the class's `summarizer_model`; usage is
+    the token count of the prompt it was given and of the reply, so cost is figured as for a model."""
+
+    backend = "scripted"
+
+    def summarize(self, request: SummaryRequest, *, timeout: float = 0) -> SummarizerReply:
+        script = SCRIPTS.get(request.model)
+        if script is None:
+            known = ", ".join(sorted(SCRIPTS))
+            raise SummarizerError(f"no scripted summary named {request.model!r} (known: {known})")
+        text = script.model_dump_json()
+        return SummarizerReply(
+            text=text,
+            input_tokens=count_message(SUMMARIZER_INSTRUCTIONS) + count_message(request.user_prompt()),
+            output_tokens=count_message(text),
+        )
+
+
 def get_summarizer(backend: str) -> Summarizer:
     if backend == "openai":
         return OpenAISummarizer()
     if backend == "extractive":
         return ExtractiveSummarizer()
+    if backend == "scripted":
+        return ScriptedSummarizer()
     raise ValueError(f"unknown summarizer backend {backend!r}")

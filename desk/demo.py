@@ -39,6 +39,17 @@ QUESTIONS = [
 ]
 
 
+# T-40118 tells the seed's story: its class compacts with the scripted summarizer that replays the seed's
+# lossy summary, so the review shows the $40 garden-table refund MISSING, as it was in the incident.
+SEED_CLASS: dict[str, Any] = {
+    "slug": "seed-8k",
+    "token_budget": 8000,
+    "compaction_threshold": 0.8,
+    "summarizer_backend": "scripted",
+    "summarizer_model": "seed-lossy-t40118",
+}
+
+
 def reference_ticket_path() -> Path:
     """The scenario file from ../shared when present, otherwise the copy kept in the repo."""
     shared = settings.BASE_DIR.parent / "shared" / "scenarios" / "T-40118.json"

@@ -15,6 +15,7 @@ from tickets.state import StateItems, agent_state
 class SummarizerBackend(models.TextChoices):
     EXTRACTIVE = "extractive", "Extractive (offline)"
     OPENAI = "openai", "OpenAI-compatible server"
+    SCRIPTED = "scripted", "Scripted (replays a fixed summary named by the model)"
 
 
 class TicketClass(models.Model):

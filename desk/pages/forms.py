@@ -1,15 +1,20 @@
-"""HTML form input: the supervisor's state correction, the queue filters and the replay picker."""
+"""HTML form input: the supervisor's state correction, the queue filters, the replay picker, a
+compaction review and the metrics' date range."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 from django import forms
 from django.core.validators import MaxValueValidator
 
-from desk.pages.selectors import QUEUE_SORTS, QueueFilters, QueueFlag
+from compaction.models import ReviewVerdict
+from compaction.reviews import COMMENT_MAX_CHARS
+from desk.pages.metrics import MAX_RANGE_DAYS, DateRange
+from desk.pages.queue import QUEUE_SORTS, QueueFilters, QueueFlag
 from tickets.models import StateOp, TicketStatus
 
 # What each correction asks for, besides the reason and the version it was rendered from.
@@ -169,7 +174,7 @@ class QueueFilterForm(forms.Form):
         required=False,
         max_length=64,
         label="Search",
-        widget=forms.SearchInput(attrs={"placeholder": "Ticket or order id"}),
+        widget=forms.SearchInput(attrs={"placeholder": "Ticket or order id  ( / )", "data-search": ""}),
     )
     ticket_class = forms.ChoiceField(required=False, label="Class")
     status = forms.ChoiceField(
@@ -219,3 +224,46 @@ class StatusForm(forms.Form):
     """A supervisor moves a ticket: escalate it, park it as waiting, resolve or reopen it."""
 
     status = forms.ChoiceField(choices=TicketStatus.choices, label="Status")
+
+
+class ReviewForm(forms.Form):
+    """A supervisor's verdict on a compaction; the service says when a comment is required."""
+
+    verdict = forms.ChoiceField(choices=ReviewVerdict.choices, widget=forms.RadioSelect, label="Verdict")
+    comment = forms.CharField(
+        required=False,
+        max_length=COMMENT_MAX_CHARS,
+        label="Comment",
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What was wrong, or what you checked"}),
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+
+
+class MetricsRangeForm(forms.Form):
+    """The metrics' date range: both ends inclusive, at most a year; the last two weeks by default."""
+
+    start = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        default = DateRange.default()
+        start = cleaned.get("start")
+        end = cleaned.get("end") or (start + (default.end - default.start) if start else default.end)
+        start = start or end - (default.end - default.start)
+        if start > end:
+            raise forms.ValidationError("The range starts after it ends.")
+        if (end - start) >= timedelta(days=MAX_RANGE_DAYS):
+            raise forms.ValidationError(f"Choose at most {MAX_RANGE_DAYS} days.")
+        cleaned["range"] = DateRange(start=start, end=end)
+        return cleaned
+
+    def date_range(self) -> DateRange:
+        return self.cleaned_data["range"] if self.is_valid() else DateRange.default()

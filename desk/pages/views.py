@@ -3,32 +3,42 @@ one service call, render. Each htmx-driven view serves both its page and its fra
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url, trigger_client_event
 
-from desk.pages import selectors
+from compaction.reviews import compaction_review_record
+from desk.pages import metrics as metrics_reads
+from desk.pages import queue as queue_reads
+from desk.pages import replay as replay_reads
+from desk.pages import review as review_reads
+from desk.pages import ticket as ticket_reads
 from desk.pages.forms import (
     CorrectionForm,
+    MetricsRangeForm,
     QueueFilterForm,
     ReplayForm,
+    ReviewForm,
     StatusForm,
     correction_panels,
     correction_targets,
 )
+from desk.pages.labels import CATEGORIES
 from tickets.accounts import roles_of
 from tickets.errors import InvalidInput, StaleVersion
-from tickets.models import ActorKind, Ticket, TicketStatus
+from tickets.models import ActorKind, TicketStatus
 from tickets.services.actors import Actor
 from tickets.services.lifecycle import set_ticket_status
 from tickets.services.state_changes import correct_state as correct_pinned_state
@@ -70,11 +80,11 @@ def desk_role(*, admin: bool = False) -> Callable[[View], View]:
 @desk_role()
 @vary_on_headers("HX-Request")
 def queue(request: HttpRequest) -> HttpResponse:
-    classes = list(selectors.ticket_classes().values_list("slug", flat=True))
+    classes = list(queue_reads.ticket_classes().values_list("slug", flat=True))
     form = QueueFilterForm(request.GET, class_slugs=classes)
-    tickets = selectors.queue_tickets(form.filters())
-    page = Paginator(tickets, selectors.QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
-    rows = [(t, selectors.refunded_cents(t)) for t in page.object_list]
+    tickets = queue_reads.queue_tickets(form.filters())
+    page = Paginator(tickets, queue_reads.QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = [(t, queue_reads.refunded_cents(t)) for t in page.object_list]
     query = request.GET.copy()
     query.pop("page", None)
     template_name = "tickets/queue.html"
@@ -94,8 +104,8 @@ def queue(request: HttpRequest) -> HttpResponse:
 @desk_role()
 @vary_on_headers("HX-Request")
 def ticket_detail(request: HttpRequest, ticket_id: str) -> HttpResponse:
-    ticket = selectors.get_ticket(ticket_id)
-    page = selectors.ticket_page(ticket)
+    ticket = ticket_reads.get_ticket(ticket_id)
+    page = ticket_reads.ticket_page(ticket)
     return render(
         request,
         "tickets/detail.html",
@@ -103,10 +113,20 @@ def ticket_detail(request: HttpRequest, ticket_id: str) -> HttpResponse:
             "ticket": ticket,
             "page": page,
             "state": page.state,
-            "changes": page.changes,
+            "audit": page.audit,
             "panels": correction_panels(page.state),
         },
     )
+
+
+@require_GET
+@desk_role()
+def ticket_export(request: HttpRequest, ticket_id: str) -> HttpResponse:
+    """The ticket as one JSON document (state, turns, compactions with reviews, state changes)."""
+    ticket = ticket_reads.get_ticket(ticket_id)
+    response = JsonResponse(ticket_reads.ticket_export(ticket), json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="{ticket.ticket_id}.json"'
+    return response
 
 
 @require_POST
@@ -114,7 +134,7 @@ def ticket_detail(request: HttpRequest, ticket_id: str) -> HttpResponse:
 @vary_on_headers("HX-Request")
 def correct_state(request: HttpRequest, ticket_id: str) -> HttpResponse:
     """A supervisor's correction of the pinned state, posted from the inline forms on the ticket page."""
-    ticket = selectors.get_ticket(ticket_id)
+    ticket = ticket_reads.get_ticket(ticket_id)
     current = ticket.pinned_state.agent_json()
     form = CorrectionForm(request.POST, targets=correction_targets(current))
     status = 200
@@ -135,7 +155,7 @@ def correct_state(request: HttpRequest, ticket_id: str) -> HttpResponse:
                 "current": exc.detail["current_version"],
                 "message": exc.message,
                 "state": exc.detail["current_state"],
-                "changes": selectors.changes_since(ticket, form.cleaned_data["expected_version"]),
+                "changes": ticket_reads.changes_since(ticket, form.cleaned_data["expected_version"]),
             }
         except InvalidInput as exc:
             status = 422
@@ -147,29 +167,28 @@ def correct_state(request: HttpRequest, ticket_id: str) -> HttpResponse:
     if saved and not _is_fragment_request(request):
         return redirect(reverse("ticket-detail", kwargs={"ticket_id": ticket.ticket_id}) + "#state")
 
-    state, changes = selectors.state_panel(ticket)
+    panel = ticket_reads.state_panel(ticket)
+    state = panel.state
     if stale is not None:
         # Keep what the supervisor typed, now against the version they have just been shown.
         data = request.POST.copy()
         data["expected_version"] = str(state["version"])
         form = CorrectionForm(data, targets=correction_targets(state))
-    panels = correction_panels(state, bound=None if saved else form)
     context = {
-        "ticket": ticket,
+        "ticket": panel.ticket,
         "state": state,
-        "changes": changes,
-        "panels": panels,
+        "audit": panel.audit,
+        "panels": correction_panels(state, bound=None if saved else form),
         "stale": stale,
         "saved": saved,
     }
     if _is_fragment_request(request):
-        response = render(request, "tickets/detail.html#state-panel", context, status=status)
+        # The panel, and out of band every header card a correction can change.
+        response = render(request, "tickets/_correction_response.html", context, status=status)
         if saved:
             trigger_client_event(response, "stateCorrected", {"version": state["version"]})
         return response
-    page = selectors.ticket_page(
-        Ticket.objects.select_related("ticket_class", "pinned_state").get(pk=ticket.pk)
-    )
+    page = ticket_reads.ticket_page(panel.ticket)
     return render(request, "tickets/detail.html", {**context, "page": page}, status=status)
 
 
@@ -177,7 +196,7 @@ def correct_state(request: HttpRequest, ticket_id: str) -> HttpResponse:
 @desk_role()
 def set_status(request: HttpRequest, ticket_id: str) -> HttpResponse:
     """Escalate, park, resolve or reopen a ticket from its page; a bad status is a 400, nothing changed."""
-    ticket = selectors.get_ticket(ticket_id)
+    ticket = ticket_reads.get_ticket(ticket_id)
     form = StatusForm(request.POST)
     if not form.is_valid():
         return HttpResponse(
@@ -185,6 +204,7 @@ def set_status(request: HttpRequest, ticket_id: str) -> HttpResponse:
             status=400,
             content_type="text/plain",
         )
+    # The lead adds the status change's reason here (set_ticket_status(..., reason=...)) after the merge.
     set_ticket_status(
         ticket=ticket,
         status=form.cleaned_data["status"],
@@ -193,27 +213,74 @@ def set_status(request: HttpRequest, ticket_id: str) -> HttpResponse:
     return redirect(ticket.get_absolute_url())
 
 
-@require_GET
-@desk_role()
-def compaction_review(request: HttpRequest, ticket_id: str, number: int) -> HttpResponse:
-    ticket = selectors.get_ticket(ticket_id)
-    review = selectors.compaction_review(ticket, number)
+def _render_review(
+    request: HttpRequest, ticket: Any, number: int, form: ReviewForm, *, status: int = 200
+) -> HttpResponse:
+    review = review_reads.review_page(ticket, number)
     return render(
         request,
         "tickets/review.html",
-        {"ticket": ticket, "review": review, "event": review.event, "categories": selectors.CATEGORIES},
+        {"ticket": ticket, "review": review, "event": review.event, "categories": CATEGORIES, "form": form},
+        status=status,
     )
+
+
+@require_GET
+@desk_role()
+def compaction_review(request: HttpRequest, ticket_id: str, number: int) -> HttpResponse:
+    ticket = ticket_reads.get_ticket(ticket_id)
+    return _render_review(request, ticket, number, ReviewForm())
+
+
+@require_POST
+@desk_role()
+def review_compaction(request: HttpRequest, ticket_id: str, number: int) -> HttpResponse:
+    """Record a verdict on a compaction, then go on to the next one waiting for review."""
+    ticket = ticket_reads.get_ticket(ticket_id)
+    event = review_reads.get_event(ticket, number)
+    form = ReviewForm(request.POST)
+    if not form.is_valid():
+        return _render_review(request, ticket, number, form, status=422)
+    try:
+        review = compaction_review_record(
+            event=event,
+            by=request.user,  # type: ignore[arg-type]
+            verdict=form.cleaned_data["verdict"],
+            comment=form.cleaned_data["comment"],
+        )
+    except InvalidInput as exc:
+        field = exc.detail.get("field")
+        form.add_error(field if field in form.fields else None, exc.message)
+        return _render_review(request, ticket, number, form, status=422)
+    messages.success(
+        request, f"{ticket.ticket_id} compaction #{number} marked {review.get_verdict_display().lower()}."
+    )
+    following = review_reads.next_unreviewed(event)
+    return redirect(following.get_absolute_url() if following else event.get_absolute_url())
+
+
+@require_GET
+@desk_role()
+def next_review(request: HttpRequest) -> HttpResponse:
+    """The oldest compaction waiting for review, or the queue filtered to them when none is left."""
+    following = review_reads.next_unreviewed()
+    if following is None:
+        messages.info(request, "No compaction is waiting for review.")
+        return redirect(reverse("queue"))
+    return redirect(following.get_absolute_url())
 
 
 @require_GET
 @desk_role()
 @vary_on_headers("HX-Request")
 def replay(request: HttpRequest, ticket_id: str) -> HttpResponse:
-    ticket = selectors.get_ticket(ticket_id)
+    ticket = ticket_reads.get_ticket(ticket_id)
     data = request.GET if "turn" in request.GET else {"turn": ticket.turn_count or 1}
     form = ReplayForm(data, turn_count=max(ticket.turn_count, 1))
     result = (
-        selectors.replay(ticket, form.cleaned_data["turn"]) if form.is_valid() and ticket.turn_count else None
+        replay_reads.replay(ticket, form.cleaned_data["turn"])
+        if form.is_valid() and ticket.turn_count
+        else None
     )
     template_name = "tickets/replay.html"
     if _is_fragment_request(request):
@@ -232,10 +299,42 @@ def replay(request: HttpRequest, ticket_id: str) -> HttpResponse:
 @require_GET
 @desk_role()
 def metrics(request: HttpRequest) -> HttpResponse:
-    return render(request, "tickets/metrics.html", {"rows": selectors.compaction_metrics()})
+    form = MetricsRangeForm(request.GET or None)
+    span = form.date_range()
+    rows = metrics_reads.daily_metrics(span)
+    return render(
+        request,
+        "tickets/metrics.html",
+        {
+            "form": form,
+            "span": span,
+            "rows": metrics_reads.compaction_metrics(span),
+            "series": metrics_reads.daily_series(rows, span),
+            "query": request.GET.urlencode(),
+        },
+        status=400 if form.is_bound and not form.is_valid() else 200,
+    )
+
+
+@require_GET
+@desk_role()
+def metrics_csv(request: HttpRequest) -> HttpResponse:
+    """Per class and day over the chosen range, as CSV."""
+    form = MetricsRangeForm(request.GET or None)
+    if form.is_bound and not form.is_valid():
+        return HttpResponse(
+            " ".join(str(e) for e in form.non_field_errors()) or "Bad date range.",
+            status=400,
+            content_type="text/plain",
+        )
+    span = form.date_range()
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="compaction-metrics-{span.start}-{span.end}.csv"'
+    csv.writer(response).writerows(metrics_reads.metrics_csv_rows(metrics_reads.daily_metrics(span)))
+    return response
 
 
 @require_GET
 @desk_role(admin=True)
 def classes(request: HttpRequest) -> HttpResponse:
-    return render(request, "tickets/classes.html", {"classes": selectors.class_table()})
+    return render(request, "tickets/classes.html", {"classes": metrics_reads.class_table()})

@@ -47,6 +47,19 @@ def import_lossy_t40118(scenario: dict[str, Any], openai_server: Any) -> Ticket:
         return import_t40118(scenario, backend="openai")
 
 
+def import_seed_t40118(scenario: dict[str, Any], *, until: int | None = None) -> Ticket:
+    """T-40118 on the demo's seed class: the scripted summarizer replays the seed's lossy summary."""
+    from desk.demo import SEED_CLASS
+    from tickets.models import TicketClass
+
+    TicketClass.objects.get_or_create(slug=SEED_CLASS["slug"], defaults=SEED_CLASS)
+    doc = {**scenario, "ticket_class": SEED_CLASS["slug"]}
+    if until is not None:
+        doc["turns"] = doc["turns"][:until]
+    import_ticket(ImportTicket.model_validate(doc))
+    return Ticket.objects.get(ticket_id=scenario["ticket_id"])
+
+
 def hostile_ticket(ticket_id: str = "T-666") -> Ticket:
     """A short ticket whose customer text and tool arguments carry HTML and script."""
     doc = {

@@ -7,6 +7,8 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from rest_framework.authtoken.models import Token
 
+from desk.pages.metrics import compaction_metrics
+from desk.pages.queue import QueueFilters, QueueFlag, queue_tickets
 from tickets.accounts import AGENT, has_role
 from tickets.models import Ticket
 
@@ -40,3 +42,14 @@ def test_load_demo_loads_t40118_and_generated_tickets_and_can_run_again() -> Non
     call_command("load_demo", "--tickets", "5", stdout=StringIO())
     assert Ticket.objects.count() == 6
     assert Ticket.objects.filter(compactions__status="applied").distinct().count() >= 1
+
+
+def test_the_demo_tells_the_seeds_story() -> None:
+    """T-40118 is compacted by the seed's lossy summary: the refund is missing, the queue flags it and
+    the metrics count it."""
+    call_command("load_demo", "--tickets", "0", stdout=StringIO())
+    event = Ticket.objects.get(ticket_id="T-40118").compactions.get(status="applied")
+    assert (event.summarizer_backend, event.summarizer_model) == ("scripted", "seed-lossy-t40118")
+    assert "A1" in {m["id"] for m in event.coverage["missing"]}
+    assert [t.ticket_id for t in queue_tickets(QueueFilters(flags=(QueueFlag.COVERAGE_MISS,)))] == ["T-40118"]
+    assert {m.slug: m.coverage_misses for m in compaction_metrics()}["seed-8k"] == 1

@@ -151,7 +151,7 @@ class Command(BaseCommand):
         from django.core.paginator import Paginator
 
         from compaction.models import CompactionStatus
-        from desk.pages import selectors
+        from desk.pages import queue as queue_reads
         from tickets.models import PinnedState
 
         klass = TicketClass.objects.create(slug="bench-queue", token_budget=8000, compaction_threshold=0.8)
@@ -194,17 +194,17 @@ class Command(BaseCommand):
 
         self.timed(f"creating {count:,} queue tickets", fill)
         cases = {
-            "newest": selectors.QueueFilters(),
-            "most tokens": selectors.QueueFilters(sort="tokens"),
-            "search by id prefix": selectors.QueueFilters(q="Q-00123"),
-            "coverage-miss flag": selectors.QueueFilters(flags=(selectors.QueueFlag.COVERAGE_MISS,)),
-            "failed flag": selectors.QueueFilters(flags=(selectors.QueueFlag.FAILED,)),
+            "newest": queue_reads.QueueFilters(),
+            "most tokens": queue_reads.QueueFilters(sort="tokens"),
+            "search by id prefix": queue_reads.QueueFilters(q="Q-00123"),
+            "coverage-miss flag": queue_reads.QueueFilters(flags=(queue_reads.QueueFlag.COVERAGE_MISS,)),
+            "failed flag": queue_reads.QueueFilters(flags=(queue_reads.QueueFlag.FAILED,)),
         }
         for label, filters in cases.items():
             samples = []
             for _ in range(5):
                 started = time.perf_counter()
-                page = Paginator(selectors.queue_tickets(filters), selectors.QUEUE_PAGE_SIZE).get_page(1)
+                page = Paginator(queue_reads.queue_tickets(filters), queue_reads.QUEUE_PAGE_SIZE).get_page(1)
                 rows = list(page.object_list)
                 total = page.paginator.count
                 samples.append(time.perf_counter() - started)

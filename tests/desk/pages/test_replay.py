@@ -65,6 +65,7 @@ def test_replay_without_a_turn_shows_the_latest(
     sam: Client, scenario: dict, django_assert_max_num_queries: Any
 ) -> None:
     import_t40118(scenario)
-    with django_assert_max_num_queries(9):
+    # ... the assembled context, then the turn's stored figures and the state changes at that turn
+    with django_assert_max_num_queries(11):
         html = sam.get("/tickets/T-40118/replay/").content.decode()
     assert 'id="replay-turn">26<' in html

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from compaction.selectors import assemble_context
-from desk.pages import selectors
+from desk.pages.ticket import get_ticket, ticket_page
 from tests.browser.desk_data import HOSTILE, hostile_ticket, import_t40118, supervisor
 
 pytestmark = pytest.mark.django_db
@@ -74,18 +73,27 @@ def test_chart_plots_the_assembled_size_of_every_turn_against_the_threshold(
     svg = html[html.index("<svg") : html.index("</svg>")]
     assert 'data-threshold="6400"' in svg
     assert svg.count('<circle class="dot') == 26
-    assert "compaction #2: 7231 → " in svg
+    assert "#2: 7231 → " in svg
 
 
-def test_chart_series_matches_the_replayed_context_at_every_turn(scenario: dict) -> None:
-    """The per-turn sizes come from stored counts; they equal what `assemble_context` rebuilds."""
+def test_chart_points_are_the_figures_each_turn_stored(scenario: dict) -> None:
+    """Each point is the turn's stored context size with the budget and threshold in force then; the
+    compaction's drop is its own event's before and after."""
     ticket = import_t40118(scenario)
-    page = selectors.ticket_page(selectors.get_ticket(ticket.ticket_id))
+    page = ticket_page(get_ticket(ticket.ticket_id))
+    stored = {t.number: t for t in ticket.turns.all()}
     for point in page.series.points:
-        assert point.after == assemble_context(ticket, through_turn=point.turn).tokens.total, point.turn
-    dropped = [p for p in page.series.points if p.compaction_number]
-    assert [(p.turn, p.compaction_number) for p in dropped] == [(22, 2)]
-    assert dropped[0].before > 6400 > dropped[0].after
+        turn = stored[point.turn]
+        assert (point.tokens, point.threshold_tokens, point.token_budget) == (
+            turn.context_tokens,
+            turn.threshold_tokens,
+            turn.token_budget,
+        )
+        assert not point.replayed
+    dropped = [p for p in page.series.points if p.compaction]
+    assert [(p.turn, p.compaction.number) for p in dropped] == [(22, 2)]
+    event = dropped[0].compaction
+    assert event.tokens_before > 6400 > event.tokens_after
 
 
 def test_customer_html_is_escaped_on_the_ticket_page(sam: Client) -> None:
@@ -117,7 +125,8 @@ def test_the_ticket_page_shows_what_compaction_cost(sam: Client, scenario: dict,
     html = sam.get(f"/tickets/{ticket.ticket_id}/").content.decode()
     saved = ticket.compactions.get(status="applied").tokens_saved
     assert "Compaction cost" in html
-    assert "$0.000540" in html and f"{saved} tokens saved" in html
+    # 5000 x $0.10/M + 100 x $0.40/M = $0.00054: a sub-cent cost is shown in cents, not as $0.00.
+    assert "0.054¢" in html and f"{saved} tokens saved" in html
 
 
 def test_a_supervisor_escalates_a_ticket_from_its_page(sam: Client, scenario: dict) -> None:

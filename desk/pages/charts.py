@@ -1,0 +1,175 @@
+"""Chart geometry for the server-side SVG charts: the context size per turn and the metrics per day.
+
+Plain functions from view models to coordinates; the templates only draw what these return.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from desk.pages.formatting import usd
+from desk.pages.metrics import DailySeries
+from desk.pages.ticket import ContextSeries
+
+CHART_WIDTH = 960
+CHART_HEIGHT = 260
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 56, 16, 16, 30
+
+
+def _step_path(xs: list[float], ys: list[float]) -> str:
+    """A horizontal step line through (xs[i], ys[i]), changing level halfway between points."""
+    if not xs:
+        return ""
+    parts = [f"M{xs[0] - 6 if len(xs) > 1 else xs[0] - 20},{ys[0]}"]
+    for i in range(1, len(xs)):
+        mid = round((xs[i - 1] + xs[i]) / 2, 1)
+        parts.append(f"H{mid}")
+        if ys[i] != ys[i - 1]:
+            parts.append(f"V{ys[i]}")
+    parts.append(f"H{xs[-1] + 6 if len(xs) > 1 else xs[-1] + 20}")
+    return " ".join(parts)
+
+
+def context_chart(series: ContextSeries) -> dict[str, Any]:
+    """The assembled request after each turn, with the threshold and budget in force at each turn.
+
+    A compaction shows as a vertical line at its turn, from the event's own tokens before to its tokens
+    after: the figures its marker and the API report.
+    """
+    points = series.points
+    plot_w = CHART_WIDTH - PAD_LEFT - PAD_RIGHT
+    plot_h = CHART_HEIGHT - PAD_TOP - PAD_BOTTOM
+    top = max(series.peak, 1) * 1.08
+    count = len(points)
+
+    def x(turn: int) -> float:
+        return round(PAD_LEFT + (plot_w * (turn - 1) / (count - 1) if count > 1 else plot_w / 2), 1)
+
+    def y(tokens: float) -> float:
+        return round(PAD_TOP + plot_h * (1 - tokens / top), 1)
+
+    path: list[str] = []
+    dots = []
+    drops = []
+    for p in points:
+        path.append(f"{'M' if not path else 'L'}{x(p.turn)},{y(p.tokens)}")
+        event = p.compaction
+        if event is not None and event.tokens_after is not None:
+            path.append(f"L{x(p.turn)},{y(event.tokens_before)} L{x(p.turn)},{y(event.tokens_after)}")
+            drops.append(
+                {
+                    "x": x(p.turn),
+                    "y1": y(event.tokens_before),
+                    "y2": y(event.tokens_after),
+                    "number": event.number,
+                    "status": event.status,
+                    "before": event.tokens_before,
+                    "after": event.tokens_after,
+                    "end": x(p.turn) > PAD_LEFT + plot_w * 0.6,
+                }
+            )
+        dots.append(
+            {
+                "x": x(p.turn),
+                "y": y(p.tokens),
+                "turn": p.turn,
+                "tokens": p.tokens,
+                "threshold": p.threshold_tokens,
+                "budget": p.token_budget,
+                "over": p.tokens > p.threshold_tokens,
+                "replayed": p.replayed,
+            }
+        )
+    xs = [x(p.turn) for p in points]
+    latest = series.latest
+    step = max(1, round(count / 12)) if count else 1
+    x_ticks = [{"x": x(n), "label": n} for n in range(1, count + 1) if (n - 1) % step == 0 or n == count]
+    budget = latest.token_budget if latest else 0
+    y_ticks = [{"y": y(v), "label": f"{v:,}"} for v in (0, budget // 2)]
+    return {
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
+        "left": PAD_LEFT,
+        "right": CHART_WIDTH - PAD_RIGHT,
+        "bottom": CHART_HEIGHT - PAD_BOTTOM,
+        "path": " ".join(path),
+        "dots": dots,
+        "drops": drops,
+        "threshold_path": _step_path(xs, [y(p.threshold_tokens) for p in points]),
+        "budget_path": _step_path(xs, [y(p.token_budget) for p in points]),
+        "threshold": latest.threshold_tokens if latest else 0,
+        "threshold_y": y(latest.threshold_tokens) if latest else 0,
+        "thresholds": sorted({p.threshold_tokens for p in points}),
+        "budget": budget,
+        "budget_y": y(budget),
+        "x_ticks": x_ticks,
+        "y_ticks": y_ticks,
+        "empty": not points,
+    }
+
+
+DAY_WIDTH = 640
+DAY_HEIGHT = 220
+DAY_PAD_LEFT, DAY_PAD_RIGHT, DAY_PAD_TOP, DAY_PAD_BOTTOM = 84, 12, 16, 40
+CLASS_COLOURS = ("#2563eb", "#d97706", "#059669", "#7c3aed", "#db2777", "#0891b2", "#65a30d", "#64748b")
+
+
+def _figure(value: float, unit: str) -> str:
+    if unit == "usd":
+        return usd(value)
+    return f"{value:,.0f}"
+
+
+def daily_chart(series: DailySeries) -> dict[str, Any]:
+    """Bars per day, stacked by class, with the highest day's value on the axis."""
+    days = series.days
+    plot_w = DAY_WIDTH - DAY_PAD_LEFT - DAY_PAD_RIGHT
+    plot_h = DAY_HEIGHT - DAY_PAD_TOP - DAY_PAD_BOTTOM
+    totals = [sum(series.values[c][i] for c in series.classes) for i in range(len(days))]
+    top = max(totals, default=0) or 1
+    slot = plot_w / max(len(days), 1)
+    bar_w = round(max(slot * 0.7, 1), 1)
+    colours = {slug: CLASS_COLOURS[i % len(CLASS_COLOURS)] for i, slug in enumerate(series.classes)}
+    bars = []
+    for i, day in enumerate(days):
+        base = 0.0
+        x = round(DAY_PAD_LEFT + slot * i + (slot - bar_w) / 2, 1)
+        for slug in series.classes:
+            value = series.values[slug][i]
+            if not value:
+                continue
+            height = plot_h * value / top
+            y = DAY_PAD_TOP + plot_h - base - height
+            bars.append(
+                {
+                    "x": x,
+                    "y": round(y, 1),
+                    "w": bar_w,
+                    "h": round(max(height, 0.5), 1),
+                    "colour": colours[slug],
+                    "title": f"{day.isoformat()} · {slug}: {_figure(value, series.unit)}",
+                }
+            )
+            base += height
+    step = max(1, round(len(days) / 7))
+    x_ticks = [
+        {"x": round(DAY_PAD_LEFT + slot * i + slot / 2, 1), "label": day.strftime("%b %-d")}
+        for i, day in enumerate(days)
+        if i % step == 0
+    ]
+    return {
+        "key": series.key,
+        "title": series.title,
+        "width": DAY_WIDTH,
+        "height": DAY_HEIGHT,
+        "left": DAY_PAD_LEFT,
+        "right": DAY_WIDTH - DAY_PAD_RIGHT,
+        "top": DAY_PAD_TOP,
+        "bottom": DAY_HEIGHT - DAY_PAD_BOTTOM,
+        "bars": bars,
+        "x_ticks": x_ticks,
+        "top_label": _figure(max(totals, default=0), series.unit),
+        "total_label": _figure(series.total, series.unit),
+        "legend": [{"slug": s, "colour": colours[s]} for s in series.classes],
+        "empty": not bars,
+    }

@@ -1,0 +1,29 @@
+// Keyboard for the desk: "/" focuses the search box, j and k move between the queue's rows (Enter opens one).
+// No inline scripts anywhere: this file is the only script besides the vendored htmx.
+(function () {
+  "use strict";
+  function typing(target) {
+    if (!target || !target.tagName) return false;
+    var tag = target.tagName.toLowerCase();
+    return tag === "input" || tag === "textarea" || tag === "select" || target.isContentEditable;
+  }
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.key === "Escape" && typing(event.target)) { event.target.blur(); return; }
+    if (typing(event.target)) return;
+    if (event.key === "/") {
+      var search = document.querySelector("[data-search]");
+      if (search) { event.preventDefault(); search.focus(); search.select(); }
+      return;
+    }
+    if (event.key !== "j" && event.key !== "k") return;
+    var links = Array.prototype.slice.call(document.querySelectorAll("[data-row-link]"));
+    if (!links.length) return;
+    event.preventDefault();
+    var at = links.indexOf(document.activeElement);
+    var next = at === -1 ? 0 : at + (event.key === "j" ? 1 : -1);
+    next = Math.max(0, Math.min(links.length - 1, next));
+    links[next].focus();
+    links[next].scrollIntoView({ block: "nearest" });
+  });
+})();
