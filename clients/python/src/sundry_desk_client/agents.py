@@ -197,8 +197,9 @@ def _state_message(context: Context, role: str) -> dict[str, Any]:
 def _summary_message(context: Context, role: str) -> dict[str, Any] | None:
     if context.summary is None:
         return None
+    # The desk folds the previous summary into each new one, so it stands for every turn up to the cut.
     covers = context.summary_covers_turns
-    span = f" of turns {covers[0]}-{covers[-1]}" if covers else ""
+    span = f" of turns 1-{covers[-1]}" if covers else ""
     summary = json.dumps(context.summary.model_dump(mode="json"), ensure_ascii=False)
     return {
         "role": role,
