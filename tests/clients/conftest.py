@@ -19,8 +19,8 @@ CLIENT_SRC = Path(__file__).resolve().parents[2] / "clients" / "python" / "src"
 if str(CLIENT_SRC) not in sys.path:
     sys.path.insert(0, str(CLIENT_SRC))
 
-from sundry_desk_client import DeskClient  # noqa: E402
 from django.contrib.auth.models import Group  # noqa: E402
+from sundry_desk_client import DeskClient  # noqa: E402
 
 from tickets.accounts import ADMIN, AGENT, SUPERVISOR, create_agent  # noqa: E402
 from tickets.models import TicketClass  # noqa: E402
@@ -36,7 +36,7 @@ def has_route(name: str) -> bool:
 
 needs_intents = pytest.mark.skipif(
     not has_route("api-action"),
-    reason="waits for PATCH /api/v1/tickets/{id}/actions/{action_id}/ (route api-action: intents, issue 15)",
+    reason="waits for PATCH /api/v1/tickets/{id}/actions/{action_id}/ (route api-action: intents)",
 )
 needs_history = pytest.mark.skipif(
     not has_route("api-history"),

@@ -31,7 +31,9 @@ def call(name: str, args: dict[str, Any], call_id: str, *, text: str | None = No
     """A tool call; `text` is an assistant message sent with it (e.g. "Let me do that.")."""
     return Step(
         content=text,
-        tool_calls=[{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}],
+        tool_calls=[
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        ],
     )
 
 

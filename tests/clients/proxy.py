@@ -9,6 +9,7 @@ Each new client connection is handled by the next scripted fault (then by plain 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -46,10 +47,8 @@ def _pipe(source: socket.socket, target: socket.socket) -> None:
         pass
     finally:
         for sock in (source, target):
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 @dataclass

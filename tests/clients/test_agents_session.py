@@ -12,16 +12,16 @@ import json
 from typing import Any
 
 import pytest
-
 from sundry_desk_client import AsyncDeskClient, DeskClient
 from sundry_desk_client.agents import AppendOnlyError, DeskSession, context_to_items, items_to_turns
+
 from tests.clients.conftest import open_t40118
 from tickets.models import TicketClass, Turn
 
 FAKE_ID = "__fake_id__"
 
 
-def assistant(text: str) -> dict[str, Any]:
+def assistant(text: str) -> Any:
     return {
         "id": FAKE_ID,
         "type": "message",
@@ -32,11 +32,11 @@ def assistant(text: str) -> dict[str, Any]:
     }
 
 
-def function_call(name: str, arguments: str, call_id: str) -> dict[str, Any]:
+def function_call(name: str, arguments: str, call_id: str) -> Any:
     return {"id": FAKE_ID, "type": "function_call", "name": name, "arguments": arguments, "call_id": call_id}
 
 
-def output(call_id: str, text: Any) -> dict[str, Any]:
+def output(call_id: str, text: Any) -> Any:
     return {"type": "function_call_output", "call_id": call_id, "output": text}
 
 
@@ -52,8 +52,18 @@ def test_a_reply_to_the_customer_is_a_boundary_and_a_message_before_a_tool_call_
     assert turns == [
         {"role": "customer", "content": "Where is my parasol?"},
         {"role": "agent", "content": "Let me check the carrier.", "boundary": ""},
-        {"role": "tool_call", "tool": "track_parcel", "args": {"order": "SU-87311"}, "tool_call_id": "call_2"},
-        {"role": "tool_result", "content": '{"status": "in transit"}', "tool": "track_parcel", "tool_call_id": "call_2"},
+        {
+            "role": "tool_call",
+            "tool": "track_parcel",
+            "args": {"order": "SU-87311"},
+            "tool_call_id": "call_2",
+        },
+        {
+            "role": "tool_result",
+            "content": '{"status": "in transit"}',
+            "tool": "track_parcel",
+            "tool_call_id": "call_2",
+        },
     ]
     assert items_to_turns([assistant("It is in transit.")]) == [
         {"role": "agent", "content": "It is in transit.", "boundary": "reply_sent"}
@@ -72,9 +82,19 @@ def test_odd_arguments_content_parts_reasoning_and_instructions_are_mapped_or_sk
         [
             {"type": "message", "role": "system", "content": "You are helpful."},
             {"role": "developer", "content": "Be brief."},
-            {"role": "user", "content": [{"type": "input_text", "text": "Photo attached."}, {"type": "input_image", "image_url": "data:..."}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "Photo attached."},
+                    {"type": "input_image", "image_url": "data:..."},
+                ],
+            },
             {"role": "user", "content": ""},
-            {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "The refund was issued."}]},
+            {
+                "id": "rs_1",
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": "The refund was issued."}],
+            },
             {"id": "rs_2", "type": "reasoning", "summary": [], "encrypted_content": "gAAAA"},
             function_call("lookup", "", "call_a"),
             function_call("lookup", "[1, 2]", "call_b"),
@@ -83,8 +103,16 @@ def test_odd_arguments_content_parts_reasoning_and_instructions_are_mapped_or_sk
         ]
     )
     assert turns[0] == {"role": "customer", "content": "Photo attached.\n[input_image]"}
-    assert turns[1] == {"role": "agent", "content": "The refund was issued.", "args": {"sdk_item": "reasoning"}}
-    assert [t.get("args") for t in turns[2:5]] == [{}, {"__raw_arguments__": "[1, 2]"}, {"__raw_arguments__": "{not json"}]
+    assert turns[1] == {
+        "role": "agent",
+        "content": "The refund was issued.",
+        "args": {"sdk_item": "reasoning"},
+    }
+    assert [t.get("args") for t in turns[2:5]] == [
+        {},
+        {"__raw_arguments__": "[1, 2]"},
+        {"__raw_arguments__": "{not json"},
+    ]
     assert turns[5] == {"role": "tool_result", "content": "found", "tool": "lookup", "tool_call_id": "call_a"}
     assert len(turns) == 6
 
@@ -96,7 +124,13 @@ def _context(turns: list[dict[str, Any]], *, summary: dict[str, Any] | None = No
     return Context.model_validate(
         {
             "system_prompt": "",
-            "pinned_state": {"ticket": "T-1", "order": "SU-1", "seller_type": "marketplace", "version": 3, "refunded_cents_total": 4000},
+            "pinned_state": {
+                "ticket": "T-1",
+                "order": "SU-1",
+                "seller_type": "marketplace",
+                "version": 3,
+                "refunded_cents_total": 4000,
+            },
             "summary": summary,
             "summary_covers_turns": [1, 14] if summary else None,
             "turns": numbered,
@@ -107,8 +141,14 @@ def _context(turns: list[dict[str, Any]], *, summary: dict[str, Any] | None = No
     )
 
 
-def test_the_context_comes_back_with_state_and_summary_first_and_reused_call_ids_made_unique() -> None:
-    summary = {"decisions": [], "actions_taken": ["issue_refund garden-table 4000"], "customer_constraints": [], "open_questions": [], "narrative": "Refunded."}
+def test_the_context_comes_back_with_state_and_summary_first_and_call_ids_tagged_with_their_turn() -> None:
+    summary = {
+        "decisions": [],
+        "actions_taken": ["issue_refund garden-table 4000"],
+        "customer_constraints": [],
+        "open_questions": [],
+        "narrative": "Refunded.",
+    }
     items = context_to_items(
         _context(
             [
@@ -118,7 +158,12 @@ def test_the_context_comes_back_with_state_and_summary_first_and_reused_call_ids
                 {"role": "agent", "content": "thinking", "args": {"sdk_item": "reasoning"}},
                 {"role": "tool_call", "tool": "track_parcel", "args": {"n": 2}, "tool_call_id": "call_0"},
                 {"role": "tool_result", "tool": "track_parcel", "tool_call_id": "call_0", "content": "b"},
-                {"role": "tool_call", "tool": "lookup", "args": {"__raw_arguments__": "[1]"}, "tool_call_id": ""},
+                {
+                    "role": "tool_call",
+                    "tool": "lookup",
+                    "args": {"__raw_arguments__": "[1]"},
+                    "tool_call_id": "",
+                },
                 {"role": "tool_result", "tool": "", "tool_call_id": "", "content": ""},
                 {"role": "tool_result", "tool": "ghost", "tool_call_id": "call_gone", "content": "orphan"},
                 {"role": "agent", "content": "Both are moving.", "boundary": "reply_sent"},
@@ -127,18 +172,22 @@ def test_the_context_comes_back_with_state_and_summary_first_and_reused_call_ids
         )
     )
     assert items[0]["role"] == "system" and '"refunded_cents_total":4000' in items[0]["content"]
-    assert items[1]["role"] == "system" and "turns 1-14" in items[1]["content"] and "issue_refund garden-table" in items[1]["content"]
+    assert (
+        items[1]["role"] == "system"
+        and "turns 1-14" in items[1]["content"]
+        and "issue_refund garden-table" in items[1]["content"]
+    )
     rest = items[2:]
     assert rest[0] == {"type": "message", "role": "user", "content": "Track both parcels"}
     assert [(i["type"], i["call_id"]) for i in rest[1:5]] == [
-        ("function_call", "call_0"),
-        ("function_call_output", "call_0"),
+        ("function_call", "call_0~t2"),
+        ("function_call_output", "call_0~t2"),
         ("function_call", "call_0~t5"),
         ("function_call_output", "call_0~t5"),
     ]
     assert json.loads(rest[1]["arguments"]) == {"n": 1}
-    assert rest[5] == {"type": "function_call", "call_id": "desk_t7", "name": "lookup", "arguments": "[1]"}
-    assert rest[6] == {"type": "function_call_output", "call_id": "desk_t7", "output": ""}
+    assert rest[5] == {"type": "function_call", "call_id": "desk~t7", "name": "lookup", "arguments": "[1]"}
+    assert rest[6] == {"type": "function_call_output", "call_id": "desk~t7", "output": ""}
     assert rest[7] == {"type": "message", "role": "assistant", "content": "Both are moving."}
     assert len(rest) == 8  # the reasoning turn and the orphan result stay in the desk
 
@@ -156,7 +205,11 @@ def test_a_session_stores_the_runs_items_as_turns_and_reads_them_back(
         assistant("It is in transit."),
     ]
     asyncio.run(session.add_items(batch))  # type: ignore[arg-type]
-    stored = list(Turn.objects.filter(ticket__ticket_id=ticket_id).order_by("number").values_list("role", "tool", "tool_call_id", "boundary"))
+    stored = list(
+        Turn.objects.filter(ticket__ticket_id=ticket_id)
+        .order_by("number")
+        .values_list("role", "tool", "tool_call_id", "boundary")
+    )
     assert stored == [
         ("customer", "", "", ""),
         ("agent", "", "", ""),
@@ -166,7 +219,13 @@ def test_a_session_stores_the_runs_items_as_turns_and_reads_them_back(
     ]
     assert [a.turn for a in session.turn_answers] == [1, 2, 3, 4, 5]
     items = asyncio.run(session.get_items())
-    assert [i.get("type", "message") for i in items[1:]] == ["message", "message", "function_call", "function_call_output", "message"]
+    assert [i.get("type", "message") for i in items[1:]] == [
+        "message",
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
     assert asyncio.run(session.get_items(limit=2)) == items[-2:]
     assert asyncio.run(session.get_items(limit=0)) == []
 
@@ -195,7 +254,10 @@ def test_a_session_on_the_async_client_compacts_in_the_desk_and_reads_the_summar
             for day in range(10):
                 await session.add_items(
                     [
-                        {"role": "user", "content": f"Day {day}: the parasol still has not arrived, any news? " * 3},
+                        {
+                            "role": "user",
+                            "content": f"Day {day}: the parasol still has not arrived, any news? " * 3,
+                        },
                         assistant(f"Day {day}: the carrier says it is still at the Leeds hub."),
                     ]
                 )
@@ -205,5 +267,9 @@ def test_a_session_on_the_async_client_compacts_in_the_desk_and_reads_the_summar
     items, statuses = asyncio.run(converse())
     assert "applied" in statuses
     assert items[1]["role"] == "system" and items[1]["content"].startswith("Summary of turns 1-")
-    assert items[-1] == {"type": "message", "role": "assistant", "content": "Day 9: the carrier says it is still at the Leeds hub."}
+    assert items[-1] == {
+        "type": "message",
+        "role": "assistant",
+        "content": "Day 9: the carrier says it is still at the Leeds hub.",
+    }
     assert len(items) - 2 < 20  # the turns before the cut are no longer sent

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from rest_framework.authtoken.models import Token
-
 from sundry_desk_client import (
     DeskClient,
     Forbidden,
@@ -16,6 +15,7 @@ from sundry_desk_client import (
     TicketExists,
     Unauthorized,
 )
+
 from tests.clients.conftest import open_t40118
 from tickets.accounts import create_person
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
@@ -26,11 +26,25 @@ REFUND = {"tool": "issue_refund", "item": "garden-table", "amount_cents": 4000}
 def test_open_and_get_a_ticket_answers_models_with_token_figures(
     client: DeskClient, standard_class: TicketClass
 ) -> None:
-    opened = client.open_ticket("T-40118", order_id="SU-87310", seller_type="marketplace", ticket_class="standard-8k")
-    assert (opened.ticket_id, opened.order_id, opened.state_version, opened.turn_count) == ("T-40118", "SU-87310", 1, 0)
+    opened = client.open_ticket(
+        "T-40118", order_id="SU-87310", seller_type="marketplace", ticket_class="standard-8k"
+    )
+    assert (opened.ticket_id, opened.order_id, opened.state_version, opened.turn_count) == (
+        "T-40118",
+        "SU-87310",
+        1,
+        0,
+    )
     fetched = client.get_ticket("T-40118")
     assert fetched.token_budget == 8000 and fetched.threshold_tokens == 6400
-    assert fetched.tokens.total == fetched.tokens.system + fetched.tokens.state + fetched.tokens.summary + fetched.tokens.turns + fetched.tokens.framing
+    assert (
+        fetched.tokens.total
+        == fetched.tokens.system
+        + fetched.tokens.state
+        + fetched.tokens.summary
+        + fetched.tokens.turns
+        + fetched.tokens.framing
+    )
 
 
 def test_opening_a_ticket_twice_raises_ticket_exists(client: DeskClient, standard_class: TicketClass) -> None:
@@ -45,11 +59,15 @@ def test_a_turn_answers_its_number_tokens_and_what_compaction_did(
 ) -> None:
     ticket_id = open_t40118(client)
     first = client.append_turn(ticket_id, role="customer", content="The garden table leg is scratched.")
-    second = client.append_turn(ticket_id, role="agent", content="Sorry! A photo, please?", boundary="reply_sent")
+    second = client.append_turn(
+        ticket_id, role="agent", content="Sorry! A photo, please?", boundary="reply_sent"
+    )
     assert (first.turn, second.turn) == (1, 2)
     assert second.compaction.status == "not_due" and not second.replayed
     assert second.context_tokens > first.context_tokens and second.threshold_tokens == 6400
-    turns = list(Turn.objects.filter(ticket__ticket_id=ticket_id).order_by("number").values_list("role", "boundary"))
+    turns = list(
+        Turn.objects.filter(ticket__ticket_id=ticket_id).order_by("number").values_list("role", "boundary")
+    )
     assert turns == [("customer", ""), ("agent", "reply_sent")]
 
 
@@ -86,7 +104,11 @@ def test_tool_turns_with_args_ids_and_an_empty_result_come_back_in_the_context(
     )
     client.append_turn(ticket_id, role="tool_result", tool="track_parcel", tool_call_id="call_2", content="")
     context = client.context(ticket_id)
-    assert [(t.number, t.role) for t in context.turns] == [(1, "customer"), (2, "tool_call"), (3, "tool_result")]
+    assert [(t.number, t.role) for t in context.turns] == [
+        (1, "customer"),
+        (2, "tool_call"),
+        (3, "tool_result"),
+    ]
     assert context.turns[1].args == {"order": "SU-87311"} and context.turns[2].content == ""
     assert context.summary is None and context.pinned_state.ticket == ticket_id
     assert context.tokens.total <= context.token_budget
@@ -100,7 +122,9 @@ def test_a_state_change_with_a_stale_version_is_reread_and_applied(
     stale = client.state(ticket_id).version
     client.change_state(ticket_id, op="question_opened", text="Was the parasol shipped?", version=stale)
     # `stale` is now one behind: the client gets 412, reads the state again and applies the change.
-    after = client.change_state(ticket_id, op="constraint_stated", text="no replacement wanted", at_turn=1, version=stale)
+    after = client.change_state(
+        ticket_id, op="constraint_stated", text="no replacement wanted", at_turn=1, version=stale
+    )
     assert after.version == stale + 2
     assert [c.text for c in after.customer_constraints] == ["no replacement wanted"]
     assert [q.text for q in after.open_questions] == ["Was the parasol shipped?"]
@@ -132,11 +156,15 @@ def test_an_action_is_recorded_once_per_key_and_a_repeat_is_refused_naming_the_e
     assert refused.status == 409 and refused.code == "repeat_refused"
     assert refused.earlier_action["id"] == "A1" and refused.earlier_action["at_turn"] == 6
     assert refused.refunded_cents_total == 4000
-    deliberate = client.record_action(ticket_id, **REFUND, repeat_of_earlier=True, reason="second scratch found")
+    deliberate = client.record_action(
+        ticket_id, **REFUND, repeat_of_earlier=True, reason="second scratch found"
+    )
     assert deliberate.action.repeat_of == "A1" and deliberate.refunded_cents_total == 8000
 
 
-def test_a_bad_body_raises_invalid_request_with_the_fields(client: DeskClient, standard_class: TicketClass) -> None:
+def test_a_bad_body_raises_invalid_request_with_the_fields(
+    client: DeskClient, standard_class: TicketClass
+) -> None:
     ticket_id = open_t40118(client)
     with pytest.raises(InvalidRequest) as raised:
         client.append_turn(ticket_id, role="narrator", content="once upon a time")
@@ -169,7 +197,9 @@ def test_a_supervisor_token_cannot_write_and_raises_forbidden(
     assert not Turn.objects.filter(ticket__ticket_id=ticket_id).exists()
 
 
-def test_the_base_url_may_name_the_api_root(desk_url: str, desk_token: str, standard_class: TicketClass) -> None:
+def test_the_base_url_may_name_the_api_root(
+    desk_url: str, desk_token: str, standard_class: TicketClass
+) -> None:
     with DeskClient(desk_url + "/api/v1/", desk_token) as rooted:
         rooted.open_ticket("T-2", order_id="SU-2", seller_type="retail", ticket_class="standard-8k")
         assert Ticket.objects.filter(ticket_id="T-2").exists()
@@ -180,7 +210,12 @@ def test_compactions_are_listed_as_models(client: DeskClient, small_class: Ticke
     ticket_id = open_t40118(client, ticket_class="small-1k")
     for i in range(12):
         client.append_turn(ticket_id, role="customer", content=f"The parasol is still missing, day {i}. " * 4)
-        client.append_turn(ticket_id, role="agent", content=f"I am checking with the carrier, update {i}.", boundary="reply_sent")
+        client.append_turn(
+            ticket_id,
+            role="agent",
+            content=f"I am checking with the carrier, update {i}.",
+            boundary="reply_sent",
+        )
     events = client.compactions(ticket_id)
     assert events and events[0].status in ("applied", "forced")
     assert events[0].replaced_turns and events[0].replaced_turns[0] == 1

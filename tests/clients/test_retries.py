@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from sundry_desk_client import AsyncDeskClient, DeskClient, DeskUnavailable, ServerError
+
 from tests.clients.conftest import open_t40118
 from tests.clients.proxy import flaky_proxy
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
@@ -24,7 +24,10 @@ def turns_of(ticket_id: str) -> list[tuple[int, str]]:
 def test_a_turn_sent_on_a_dropped_connection_is_retried_and_stored_once(
     desk_url: str, desk_token: str, standard_class: TicketClass
 ) -> None:
-    with flaky_proxy(desk_url, ["refuse"]) as proxy, DeskClient(proxy.url, desk_token, backoff=0.01) as client:
+    with (
+        flaky_proxy(desk_url, ["refuse"]) as proxy,
+        DeskClient(proxy.url, desk_token, backoff=0.01) as client,
+    ):
         open_t40118(client)
         answer = client.append_turn("T-40118", role="customer", content="The table leg is scratched.")
     assert proxy.seen[0] == "refuse" and answer.turn == 1 and not answer.replayed
@@ -84,7 +87,9 @@ def test_opening_a_ticket_whose_answer_was_lost_returns_the_ticket(
         flaky_proxy(desk_url, ["lose_response"]) as proxy,
         DeskClient(proxy.url, desk_token, backoff=0.01) as flaky,
     ):
-        ticket = flaky.open_ticket("T-40118", order_id="SU-87310", seller_type="marketplace", ticket_class="standard-8k")
+        ticket = flaky.open_ticket(
+            "T-40118", order_id="SU-87310", seller_type="marketplace", ticket_class="standard-8k"
+        )
     assert proxy.seen[0] == "lose_response" and ticket.ticket_id == "T-40118"
     assert Ticket.objects.filter(ticket_id="T-40118").count() == 1
 
@@ -93,12 +98,18 @@ def test_a_503_is_retried_and_a_desk_that_stays_down_raises(
     desk_url: str, desk_token: str, client: DeskClient, standard_class: TicketClass
 ) -> None:
     ticket_id = open_t40118(client)
-    with flaky_proxy(desk_url, ["503", "503"]) as proxy, DeskClient(proxy.url, desk_token, backoff=0.01) as flaky:
+    with (
+        flaky_proxy(desk_url, ["503", "503"]) as proxy,
+        DeskClient(proxy.url, desk_token, backoff=0.01) as flaky,
+    ):
         assert flaky.get_ticket(ticket_id).ticket_id == ticket_id
     assert proxy.seen == ["503", "503", "forward"]
-    with flaky_proxy(desk_url, ["503"] * 3) as proxy, DeskClient(proxy.url, desk_token, retries=2, backoff=0.01) as flaky:
-        with pytest.raises(ServerError) as raised:
-            flaky.get_ticket(ticket_id)
+    with (
+        flaky_proxy(desk_url, ["503"] * 3) as proxy,
+        DeskClient(proxy.url, desk_token, retries=2, backoff=0.01) as flaky,
+        pytest.raises(ServerError) as raised,
+    ):
+        flaky.get_ticket(ticket_id)
     assert raised.value.status == 503 and raised.value.attempts == 3
     assert raised.value.body == {"error": "unavailable", "message": "scripted outage"}
 
@@ -107,9 +118,12 @@ def test_a_desk_that_cannot_be_reached_raises_desk_unavailable_after_the_retries
     desk_url: str, desk_token: str, client: DeskClient, standard_class: TicketClass
 ) -> None:
     ticket_id = open_t40118(client)
-    with flaky_proxy(desk_url, ["refuse"] * 3) as proxy, DeskClient(proxy.url, desk_token, retries=2, backoff=0.01) as flaky:
-        with pytest.raises(DeskUnavailable) as raised:
-            flaky.append_turn(ticket_id, role="customer", content="hello?")
+    with (
+        flaky_proxy(desk_url, ["refuse"] * 3) as proxy,
+        DeskClient(proxy.url, desk_token, retries=2, backoff=0.01) as flaky,
+        pytest.raises(DeskUnavailable) as raised,
+    ):
+        flaky.append_turn(ticket_id, role="customer", content="hello?")
     assert raised.value.attempts == 3 and raised.value.status is None
     assert proxy.seen == ["refuse"] * 3
     assert turns_of(ticket_id) == []
@@ -123,7 +137,9 @@ def test_the_async_client_retries_a_lost_answer_with_the_same_key(
     async def talk(url: str) -> list[bool]:
         async with AsyncDeskClient(url, desk_token, backoff=0.01) as desk:
             first = await desk.append_turn(ticket_id, role="customer", content="Where is the parasol?")
-            second = await desk.append_turn(ticket_id, role="agent", content="Checking.", boundary="reply_sent")
+            second = await desk.append_turn(
+                ticket_id, role="agent", content="Checking.", boundary="reply_sent"
+            )
             return [first.replayed, second.replayed]
 
     with flaky_proxy(desk_url, ["lose_response", "forward", "refuse"]) as proxy:

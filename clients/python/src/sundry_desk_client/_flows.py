@@ -248,7 +248,12 @@ def record_action(
     status: str | None,
     idempotency_key: str | None,
 ) -> Flow[ActionRecorded]:
-    body: dict[str, Any] = {"tool": tool, "item": item, "amount_cents": amount_cents, "reversible": reversible}
+    body: dict[str, Any] = {
+        "tool": tool,
+        "item": item,
+        "amount_cents": amount_cents,
+        "reversible": reversible,
+    }
     if at_turn is not None:
         body["at_turn"] = at_turn
     if args is not None:
@@ -293,7 +298,7 @@ def history(ticket_id: str, *, page_url: str | None, params: dict[str, Any] | No
     return HistoryPage.model_validate(body)
 
 
-def run_to_end(flow: Flow[T], send: Any) -> T:
+def run_to_end(flow: Flow[T], send: Any) -> T:  # noqa: UP047 (the client supports Python 3.10)
     """Drive a flow with a blocking `send(Request) -> Reply` that raises DeskError."""
     try:
         request = next(flow)
@@ -308,7 +313,7 @@ def run_to_end(flow: Flow[T], send: Any) -> T:
         return stop.value  # type: ignore[no-any-return]
 
 
-async def arun_to_end(flow: Flow[T], send: Any) -> T:
+async def arun_to_end(flow: Flow[T], send: Any) -> T:  # noqa: UP047 (Python 3.10)
     """Drive a flow with an async `send(Request) -> Reply` that raises DeskError."""
     try:
         request = next(flow)

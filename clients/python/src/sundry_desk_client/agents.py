@@ -13,7 +13,6 @@ Both take a `DeskClient` or an `AsyncDeskClient`; the ticket must exist before t
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import json
 import logging
@@ -25,7 +24,7 @@ from agents.tool_context import ToolContext
 
 from sundry_desk_client._flows import new_key
 from sundry_desk_client.client import AsyncDeskClient, DeskClient
-from sundry_desk_client.errors import RepeatRefused
+from sundry_desk_client.errors import DeskError, RepeatRefused
 from sundry_desk_client.models import Context, ContextTurn, TurnAnswer
 
 logger = logging.getLogger("sundry_desk_client")
@@ -146,7 +145,9 @@ def items_to_turns(
             if call_id:
                 call_tools[call_id] = name
             raw = item.get("arguments") if kind == "function_call" else item.get("input")
-            turns.append({"role": "tool_call", "tool": name, "args": _arguments_to_args(raw), "tool_call_id": call_id})
+            turns.append(
+                {"role": "tool_call", "tool": name, "args": _arguments_to_args(raw), "tool_call_id": call_id}
+            )
         elif kind in OUTPUT_TYPES:
             call_id = str(item.get("call_id") or "")
             turns.append(
@@ -173,7 +174,12 @@ def items_to_turns(
                 call_tools[call_id] = str(kind)
             details = {k: v for k, v in item.items() if k not in ("type", "id", "call_id", "status")}
             turns.append(
-                {"role": "tool_call", "tool": str(kind), "args": json.loads(json.dumps(details, default=str)), "tool_call_id": call_id}
+                {
+                    "role": "tool_call",
+                    "tool": str(kind),
+                    "args": json.loads(json.dumps(details, default=str)),
+                    "tool_call_id": call_id,
+                }
             )
         else:
             logger.warning("DeskSession: an item of type %r has no desk turn; not stored", kind)
@@ -217,15 +223,15 @@ def context_to_items(context: Context, *, state_role: str = "system") -> list[di
     Pinned state and the active summary come first (as `state_role` messages), then the turns since the
     last compaction: customer -> user, agent -> assistant, tool_call -> function_call, tool_result ->
     function_call_output. Reasoning turns stay in the desk (for supervisors and the summarizer) and are not
-    replayed. Call ids are made unique (a runtime that reuses `call_0` gets `call_0~t12` for a later call)
-    and a result without an id answers the oldest unanswered call of its tool, as the desk pairs them; a
-    result whose call is not in the context is left out (the desk never cuts between the two).
+    replayed. Every call id carries its desk turn number (`call_1~t6`): a model server that reuses `call_1`
+    in a later run would otherwise collide with history, and the SDK merges items that share a call id. A
+    result without an id answers the oldest unanswered call of its tool, as the desk pairs them; a result
+    whose call is not in the context is left out (the desk never cuts between the two).
     """
     items: list[dict[str, Any]] = [_state_message(context, state_role)]
     summary = _summary_message(context, state_role)
     if summary is not None:
         items.append(summary)
-    used_ids: set[str] = set()
     open_calls: list[tuple[str, str, str]] = []  # (original id, tool, id given to the SDK), oldest first
     for turn in context.turns:
         if turn.role == "customer":
@@ -235,14 +241,13 @@ def context_to_items(context: Context, *, state_role: str = "system") -> list[di
                 items.append({"type": "message", "role": "assistant", "content": turn.content})
         elif turn.role == "tool_call":
             original = turn.tool_call_id
-            given = original or f"desk_t{turn.number}"
-            if given in used_ids:
-                given = f"{given}~t{turn.number}"
-            used_ids.add(given)
+            given = f"{original or 'desk'}~t{turn.number}"
             open_calls.append((original, turn.tool, given))
             args = turn.args if isinstance(turn.args, dict) else {}
             arguments = args[RAW_ARGUMENTS] if RAW_ARGUMENTS in args else json.dumps(args, ensure_ascii=False)
-            items.append({"type": "function_call", "call_id": given, "name": turn.tool, "arguments": arguments})
+            items.append(
+                {"type": "function_call", "call_id": given, "name": turn.tool, "arguments": arguments}
+            )
         elif turn.role == "tool_result":
             match = None
             for index, (original, tool, _given) in enumerate(open_calls):
@@ -352,6 +357,19 @@ def _refusal(exc: RepeatRefused, tool: str) -> str:
     )
 
 
+def _not_reserved(exc: DeskError, tool: str) -> str:
+    return json.dumps(
+        {
+            "refused": False,
+            "error": exc.code or type(exc).__name__,
+            "status": exc.status,
+            "message": exc.message,
+            "note": f"{tool} did NOT run: the desk could not reserve it ({exc}).",
+        },
+        ensure_ascii=False,
+    )
+
+
 def guarded(
     fn: Callable[..., Any],
     *,
@@ -366,7 +384,9 @@ def guarded(
 
     Before `fn` runs, an intent is reserved (tool = fn's name, item and amount from the arguments named
     `item_arg` and `amount_arg`, the other arguments as its args). If the desk refuses it as a repeat, `fn`
-    does not run and the model receives the refusal, naming the earlier action. Otherwise `fn` runs and the
+    does not run and the model receives the refusal, naming the earlier action; if the desk cannot reserve
+    it (a bad argument, the desk unreachable after retries), `fn` does not run either and the model is told
+    what the desk said. Otherwise `fn` runs and the
     intent is settled: succeeded, or failed (with the exception) if `fn` raised, which releases the item;
     the exception then goes to the SDK as any tool error does. `tool_options` go to `function_tool`.
     """
@@ -399,6 +419,8 @@ def guarded(
             )
         except RepeatRefused as exc:
             return _refusal(exc, tool_name)
+        except DeskError as exc:
+            return _not_reserved(exc, tool_name)
         action_id = reserved.action.id
         try:
             if inspect.iscoroutinefunction(fn):
@@ -424,16 +446,16 @@ def guarded(
         context, *rest = args
         return await run(*rest, **kwargs, **{context_name: context})
 
-    functools.update_wrapper(wrapper, fn, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
-    del wrapper.__wrapped__  # the SDK must read the signature below, with the context first
+    # Not functools.wraps: its __wrapped__ would lead the SDK to fn's signature, without the context.
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+        setattr(wrapper, attribute, getattr(fn, attribute, None))
     context_param = inspect.Parameter(
         context_name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ToolContext[Any]
     )
-    params = [
-        p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()
-    ]
+    params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()]
     wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[context_param, *params], return_annotation=hints.get("return", signature.return_annotation)
+        parameters=[context_param, *params],
+        return_annotation=hints.get("return", signature.return_annotation),
     )
     wrapper.__annotations__ = {context_name: ToolContext[Any], **hints}
     return function_tool(wrapper, name_override=tool_name, **tool_options)

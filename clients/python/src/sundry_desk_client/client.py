@@ -43,7 +43,12 @@ def _api_base(base_url: str) -> str:
 
 
 def _headers(token: str, extra: dict[str, str] | None) -> dict[str, str]:
-    return {"Authorization": f"Token {token}", "Accept": "application/json", "User-Agent": USER_AGENT, **(extra or {})}
+    return {
+        "Authorization": f"Token {token}",
+        "Accept": "application/json",
+        "User-Agent": USER_AGENT,
+        **(extra or {}),
+    }
 
 
 def _body(response: httpx.Response) -> Any:
@@ -56,9 +61,13 @@ def _body(response: httpx.Response) -> Any:
 
 
 class _Base:
-    def __init__(self, base_url: str, token: str, *, retries: int, backoff: float, max_backoff: float) -> None:
+    def __init__(
+        self, base_url: str, token: str, *, retries: int, backoff: float, max_backoff: float
+    ) -> None:
         if not token:
-            raise ValueError("DeskClient needs an agent token (python manage.py create_agent NAME prints one)")
+            raise ValueError(
+                "DeskClient needs an agent token (python manage.py create_agent NAME prints one)"
+            )
         self.base_url = _api_base(base_url)
         self.policy = flows.RetryPolicy(retries=retries, backoff=backoff, max_backoff=max_backoff)
 
@@ -98,7 +107,11 @@ class DeskClient(_Base):
             attempt += 1
             try:
                 response = self._http.request(
-                    request.method, request.path, json=request.json, headers=request.headers, params=request.params
+                    request.method,
+                    request.path,
+                    json=request.json,
+                    headers=request.headers,
+                    params=request.params,
                 )
             except httpx.TransportError as exc:
                 if attempt > self.policy.retries:
@@ -335,7 +348,11 @@ class AsyncDeskClient(_Base):
             attempt += 1
             try:
                 response = await self._http.request(
-                    request.method, request.path, json=request.json, headers=request.headers, params=request.params
+                    request.method,
+                    request.path,
+                    json=request.json,
+                    headers=request.headers,
+                    params=request.params,
                 )
             except httpx.TransportError as exc:
                 if attempt > self.policy.retries:
