@@ -6,9 +6,11 @@ root pyproject also puts on pytest's `pythonpath`.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +81,10 @@ def small_class(transactional_db: None) -> TicketClass:
 def open_t40118(client: DeskClient, *, ticket_class: str = "standard-8k", ticket_id: str = "T-40118") -> str:
     client.open_ticket(ticket_id, order_id="SU-87310", seller_type="marketplace", ticket_class=ticket_class)
     return ticket_id
+
+
+def run_async[T](coroutine: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run in a thread of its own: Playwright's sync API (the browser tests) may have left an
+    event loop running in the test thread of the same worker, where asyncio.run refuses to start."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

@@ -7,7 +7,6 @@ attempt, and a long conversation compacts in the desk while the session keeps wo
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -17,7 +16,7 @@ from openai import AsyncOpenAI
 from sundry_desk_client import AsyncDeskClient, DeskClient
 from sundry_desk_client.agents import DeskSession, guarded
 
-from tests.clients.conftest import needs_history, needs_intents, open_t40118
+from tests.clients.conftest import needs_history, needs_intents, open_t40118, run_async
 from tests.clients.model_server import ScriptedModel, call, say, scripted_model
 from tickets.models import PinnedState, TicketClass, Turn
 
@@ -149,7 +148,7 @@ def test_t40118_the_forgotten_second_refund_never_runs_and_the_model_is_told(
             return outputs
 
     with scripted_model(script) as model:
-        outputs = asyncio.run(conversation(model))
+        outputs = run_async(conversation(model))
 
     assert payments.refunds == [("SU-87310", "garden-table", 4000)]  # the side effect happened once
     refusal = json.loads(model.tool_messages(-1)[-1]["content"])
@@ -196,7 +195,7 @@ def test_t40118_the_refused_attempt_is_in_the_desks_history(
         await Runner.run(agent, "Did you refund the table leg?", session=session)
 
     with scripted_model(script) as model:
-        asyncio.run(two_asks(model))
+        run_async(two_asks(model))
 
     assert len(payments.refunds) == 1
     entries = list(client.iter_history(ticket_id))
@@ -236,7 +235,7 @@ def test_a_refund_tool_that_raises_settles_its_intent_failed_and_a_retry_may_run
         return str(result.final_output)
 
     with scripted_model(script) as model:
-        final = asyncio.run(run(model))
+        final = run_async(run(model))
     assert attempts == [4000, 4000] and final == "Refunded now."
     assert model.tool_messages(1)[0]["content"].startswith("An error occurred")  # the SDK's own words
     state = client.state(ticket_id)
@@ -264,7 +263,7 @@ def test_a_refund_the_desk_cannot_reserve_does_not_run_and_the_model_gets_the_de
         return str(result.final_output)
 
     with scripted_model(script) as model:
-        final = asyncio.run(run(model))
+        final = run_async(run(model))
     assert payments.refunds == [] and final == "Sorry, I could not refund that."
     told = json.loads(model.tool_messages(1)[0]["content"])
     assert told["status"] == 400 and "amount_cents" in told["message"] and "did NOT run" in told["note"]
@@ -297,7 +296,7 @@ def test_a_long_conversation_compacts_in_the_desk_while_the_runner_keeps_going(
             return finals, await session.get_items()
 
     with scripted_model(script) as model:
-        finals, items = asyncio.run(conversation(model))
+        finals, items = run_async(conversation(model))
 
     assert finals[-1] == "Your $40 refund stands and the parasol is on its way."
     events = client.compactions(ticket_id)
@@ -335,7 +334,7 @@ def test_a_model_server_that_reuses_call_ids_across_runs_keeps_both_calls_in_the
         await Runner.run(agent, "And the cushions?", session=session)
 
     with scripted_model(script) as model:
-        asyncio.run(run(model))
+        run_async(run(model))
     last = model.messages(-1)
     calls = [c for m in last for c in m.get("tool_calls") or []]
     results = [m for m in last if m["role"] == "tool"]

@@ -7,7 +7,6 @@ JSON string of arguments, outputs without a tool name, reasoning with summary pa
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 from sundry_desk_client import AsyncDeskClient, DeskClient
 from sundry_desk_client.agents import AppendOnlyError, DeskSession, context_to_items, items_to_turns
 
-from tests.clients.conftest import open_t40118
+from tests.clients.conftest import open_t40118, run_async
 from tickets.models import TicketClass, Turn
 
 FAKE_ID = "__fake_id__"
@@ -204,7 +203,7 @@ def test_a_session_stores_the_runs_items_as_turns_and_reads_them_back(
         output("call_2", '{"status": "in transit"}'),
         assistant("It is in transit."),
     ]
-    asyncio.run(session.add_items(batch))  # type: ignore[arg-type]
+    run_async(session.add_items(batch))  # type: ignore[arg-type]
     stored = list(
         Turn.objects.filter(ticket__ticket_id=ticket_id)
         .order_by("number")
@@ -218,7 +217,7 @@ def test_a_session_stores_the_runs_items_as_turns_and_reads_them_back(
         ("agent", "", "", "reply_sent"),
     ]
     assert [a.turn for a in session.turn_answers] == [1, 2, 3, 4, 5]
-    items = asyncio.run(session.get_items())
+    items = run_async(session.get_items())
     assert [i.get("type", "message") for i in items[1:]] == [
         "message",
         "message",
@@ -226,8 +225,8 @@ def test_a_session_stores_the_runs_items_as_turns_and_reads_them_back(
         "function_call_output",
         "message",
     ]
-    assert asyncio.run(session.get_items(limit=2)) == items[-2:]
-    assert asyncio.run(session.get_items(limit=0)) == []
+    assert run_async(session.get_items(limit=2)) == items[-2:]
+    assert run_async(session.get_items(limit=0)) == []
 
 
 def test_pop_and_clear_raise_because_the_desk_never_removes_a_turn(
@@ -235,11 +234,11 @@ def test_pop_and_clear_raise_because_the_desk_never_removes_a_turn(
 ) -> None:
     ticket_id = open_t40118(client)
     session = DeskSession(ticket_id, client=client)
-    asyncio.run(session.add_items([{"role": "user", "content": "hello"}]))
+    run_async(session.add_items([{"role": "user", "content": "hello"}]))
     with pytest.raises(AppendOnlyError, match="append-only"):
-        asyncio.run(session.pop_item())
+        run_async(session.pop_item())
     with pytest.raises(AppendOnlyError, match="new ticket"):
-        asyncio.run(session.clear_session())
+        run_async(session.clear_session())
     assert Turn.objects.filter(ticket__ticket_id=ticket_id).count() == 1
 
 
@@ -264,7 +263,7 @@ def test_a_session_on_the_async_client_compacts_in_the_desk_and_reads_the_summar
             statuses = [a.compaction.status for a in session.turn_answers]
             return await session.get_items(), statuses
 
-    items, statuses = asyncio.run(converse())
+    items, statuses = run_async(converse())
     assert "applied" in statuses
     assert items[1]["role"] == "system" and items[1]["content"].startswith("Summary of turns 1-")
     assert items[-1] == {

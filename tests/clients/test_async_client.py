@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from sundry_desk_client import AsyncDeskClient, NotFound, RepeatRefused
 
+from tests.clients.conftest import run_async
 from tickets.models import TicketClass
 
 
@@ -36,7 +35,7 @@ def test_the_async_client_opens_talks_changes_state_and_is_refused_a_repeat(
                 "refunded": context.pinned_state.refunded_cents_total,
             }
 
-    assert asyncio.run(ticket_life()) == {
+    assert run_async(ticket_life()) == {
         "version": 3,
         "constraints": ["no replacement"],
         "earlier": "A1",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import pytest
 from agents import set_tracing_disabled
 
+from tests.clients.conftest import run_async
 from tests.clients.model_server import call, say, scripted_model
 from tickets.models import Ticket, TicketClass, Turn
 
@@ -45,7 +45,7 @@ def test_the_example_agent_opens_its_ticket_tracks_a_parcel_and_prints_the_desks
             "SUNDRY_AGENT_API": "chat_completions",
         }.items():
             monkeypatch.setenv(name, value)
-        asyncio.run(load_example().main("T-50001", "Where is my parasol?"))
+        run_async(load_example().main("T-50001", "Where is my parasol?"))
     printed = capsys.readouterr().out
     assert printed.startswith("It is in transit.")
     assert "turn 4:" in printed and "compaction not_due" in printed

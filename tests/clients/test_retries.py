@@ -5,12 +5,10 @@ A retried turn or action reuses its Idempotency-Key, so whatever the network did
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from sundry_desk_client import AsyncDeskClient, DeskClient, DeskUnavailable, ServerError
 
-from tests.clients.conftest import open_t40118
+from tests.clients.conftest import open_t40118, run_async
 from tests.clients.proxy import flaky_proxy
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
 
@@ -143,7 +141,7 @@ def test_the_async_client_retries_a_lost_answer_with_the_same_key(
             return [first.replayed, second.replayed]
 
     with flaky_proxy(desk_url, ["lose_response", "forward", "refuse"]) as proxy:
-        replayed = asyncio.run(talk(proxy.url))
+        replayed = run_async(talk(proxy.url))
     assert replayed[0] is True
     assert turns_of(ticket_id) == [(1, "Where is the parasol?"), (2, "Checking.")]
     assert "lose_response" in proxy.seen
