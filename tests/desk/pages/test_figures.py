@@ -79,7 +79,7 @@ def test_turns_stored_before_figures_are_backfilled_by_replaying_stored_counts(s
     Turn.objects.filter(ticket=ticket).update(context_tokens=0, token_budget=0, threshold_tokens=0)
     replayed = ticket_page(get_ticket(ticket.ticket_id)).series.points
     assert all(p.replayed and p.token_budget == 8000 and p.threshold_tokens == 6400 for p in replayed)
-    migration = importlib.import_module("tickets.migrations.0006b_backfill_turn_figures")
+    migration = importlib.import_module("tickets.migrations.0007_backfill_turn_figures")
     migration.backfill(apps, None)
     filled = {t.number: (t.context_tokens, t.token_budget, t.threshold_tokens) for t in ticket.turns.all()}
     assert {n: f[1:] for n, f in filled.items()} == {n: (8000, 6400) for n in stored}
