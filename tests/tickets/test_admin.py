@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
 from desk.turns import receive_turn
+from tickets.identity import default_irreversible_tools, default_money_tools
 from tickets.models import PinnedState, StateChange, Ticket, Turn
 
 pytestmark = pytest.mark.django_db
+
+# The class form also carries the tool catalog and the intent timeout (audited like the budgets).
+CATALOG_FIELDS = {
+    "irreversible_tools": json.dumps(default_irreversible_tools()),
+    "money_tools": json.dumps(default_money_tools()),
+    "intent_timeout_minutes": "15",
+}
 
 
 @pytest.fixture
@@ -70,6 +80,7 @@ def test_changing_a_budget_in_the_admin_is_audited_with_before_and_after(
         "working_output_price": "8",
         "summarizer_input_price": "0.1",
         "summarizer_output_price": "0.4",
+        **CATALOG_FIELDS,
     }
     response = admin_client_logged_in.post(f"/admin/tickets/ticketclass/{klass.pk}/change/", form)
     assert response.status_code == 302
@@ -97,6 +108,7 @@ def test_an_encoding_tiktoken_cannot_load_offline_is_refused(admin_client_logged
             "working_output_price": "8",
             "summarizer_input_price": "0.1",
             "summarizer_output_price": "0.4",
+            **CATALOG_FIELDS,
         },
     )
     assert response.status_code == 200
