@@ -16,7 +16,7 @@ from compaction.selectors import (
     context_figures,
 )
 from desk.api.fields import storable_text
-from desk.history import DEFAULT_PAGE_SIZE, HistoryPage
+from desk.history import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, HistoryPage
 from desk.history import ticket_history as _ticket_history
 from tickets.errors import TicketNotFound
 from tickets.models import PinnedState, Ticket, TicketClass
@@ -102,6 +102,7 @@ def ticket_compactions(ticket_id: str) -> QuerySet[CompactionEvent]:
 
 
 HISTORY_PAGE_SIZE = DEFAULT_PAGE_SIZE
+HISTORY_MAX_PAGE_SIZE = MAX_PAGE_SIZE
 
 
 def ticket_history(ticket_id: str, *, page: int, page_size: int) -> HistoryPage:

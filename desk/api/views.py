@@ -269,7 +269,10 @@ class HistoryView(DeskAPIView):
     def get(self, request: Request, ticket_id: str) -> Response:
         page_number = headers.positive_int_param(request.query_params.get("page"), "page", default=1)
         page_size = headers.positive_int_param(
-            request.query_params.get("page_size"), "page_size", default=selectors.HISTORY_PAGE_SIZE
+            request.query_params.get("page_size"),
+            "page_size",
+            default=selectors.HISTORY_PAGE_SIZE,
+            maximum=selectors.HISTORY_MAX_PAGE_SIZE,
         )
         page = selectors.ticket_history(ticket_id, page=page_number, page_size=page_size)
 
