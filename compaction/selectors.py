@@ -80,7 +80,7 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
     first_active = (active.last_replaced_turn or 0) + 1 if active else 1
 
     if through_turn is None:
-        pinned = PinnedState.objects.select_related("ticket").get(ticket=ticket)
+        pinned = PinnedState.objects.select_related("ticket__ticket_class").get(ticket=ticket)
         state_json = pinned.agent_json()
         state_tokens = pinned.tokens
     else:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from desk.turns import receive_turn
 from tickets.errors import DeskError, RepeatRefused
+from tickets.identity import CatalogError, ToolCatalog, default_irreversible_tools, default_money_tools
 from tickets.models import SummarizerBackend, TicketClass, Turn
 from tickets.services.actions import record_action
 from tickets.services.actors import SYSTEM, Actor
@@ -63,8 +64,11 @@ class ImportClass(BaseModel):
     token_budget: int = Field(ge=256)
     compaction_threshold: float = Field(gt=0, le=1)
     keep_recent_tokens: int | None = Field(default=None, ge=0)
-    summarizer_backend: Literal["extractive", "openai"] | None = None
+    summarizer_backend: Literal["extractive", "openai", "scripted"] | None = None
     summarizer_model: str | None = None
+    # The class's tool catalog (SPEC section 5); the defaults when absent.
+    irreversible_tools: list[str] | None = None
+    money_tools: dict[str, str] | None = None
 
 
 class ImportTicket(BaseModel):
@@ -185,6 +189,17 @@ def resolve_class(spec: str | ImportClass) -> TicketClass:
         fields["summarizer_backend"] = SummarizerBackend(spec.summarizer_backend)
     if spec.summarizer_model is not None:
         fields["summarizer_model"] = spec.summarizer_model
+    if spec.irreversible_tools is not None or spec.money_tools is not None:
+        irreversible = (
+            spec.irreversible_tools if spec.irreversible_tools is not None else default_irreversible_tools()
+        )
+        money = spec.money_tools if spec.money_tools is not None else default_money_tools()
+        try:
+            ToolCatalog.build(irreversible=irreversible, money=money)
+        except CatalogError as exc:
+            raise DeskError(f"ticket_class: {exc}", field="ticket_class") from None
+        fields["irreversible_tools"] = irreversible
+        fields["money_tools"] = money
     return TicketClass.objects.create(**fields)
 
 

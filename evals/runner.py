@@ -371,11 +371,16 @@ def _class_spec(doc: ImportTicket) -> dict[str, Any]:
     """The budget figures of the ticket's own class (a slug names an existing class)."""
     spec = doc.ticket_class
     if isinstance(spec, ImportClass):
-        return {
+        fields: dict[str, Any] = {
             "token_budget": spec.token_budget,
             "compaction_threshold": spec.compaction_threshold,
             "keep_recent_tokens": spec.keep_recent_tokens or 0,
         }
+        if spec.money_tools is not None:
+            fields["money_tools"] = spec.money_tools
+        if spec.irreversible_tools is not None:
+            fields["irreversible_tools"] = spec.irreversible_tools
+        return fields
     found = TicketClass.objects.filter(slug=spec).first()
     if found is None:
         raise ImportFileError(f"ticket {doc.ticket_id}: ticket_class: no class with slug {spec!r}")
@@ -385,6 +390,8 @@ def _class_spec(doc: ImportTicket) -> dict[str, Any]:
         "keep_recent_tokens": found.keep_recent_tokens,
         "encoding": found.encoding,
         "system_prompt": found.system_prompt,
+        "money_tools": found.money_tools,
+        "irreversible_tools": found.irreversible_tools,
     }
 
 
@@ -542,7 +549,11 @@ def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
         ],
     )
     result.refunded_cents_expected, result.charged_cents_expected = _money_expected(doc)
-    result.refunded_cents_state = int(state.get("refunded_cents_total") or 0)
+    # Money back to the customer, as the adapter counts it: refunds, and credits such as certificates
+    # (the class's tool catalog files `send_certificate` under credit).
+    result.refunded_cents_state = int(state.get("refunded_cents_total") or 0) + int(
+        state.get("credited_cents_total") or 0
+    )
     result.charged_cents_state = sum(
         int((a.get("args") or {}).get("charged_cents") or 0)
         for a in state.get("actions_taken", [])

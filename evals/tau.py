@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from desk.importer import ImportClass, ImportEvent, ImportTicket, ImportTurn
+from tickets.identity import default_money_tools
 from tickets.tokens import count_message
 
 DOMAINS = ("retail", "airline", "telecom")
@@ -434,6 +435,9 @@ def _document(
                 slug=f"tau-{domain}-{policy_tokens + budget}",
                 token_budget=policy_tokens + budget,
                 compaction_threshold=DEFAULT_THRESHOLD,
+                # The adapter records money back to the customer as an action's amount: a flight change
+                # that refunds a price difference is a refund tool here (what it charges stays in its args).
+                money_tools={**default_money_tools(), "update_reservation_flights": "refund"},
             ),
             "system_prompt": policy or None,
             "turns": turns,

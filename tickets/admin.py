@@ -6,16 +6,22 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from tickets.identity import CatalogError, ToolCatalog
 from tickets.models import (
+    ActorKind,
     IdempotencyRecord,
     PinnedState,
+    RefusedAttempt,
     StateChange,
     Ticket,
     TicketClass,
     TicketClassChange,
+    TicketStatusChange,
     Turn,
 )
+from tickets.services.actors import Actor
 from tickets.services.classes import CLASS_AUDITED_FIELDS, save_ticket_class
+from tickets.services.lifecycle import set_ticket_status
 from tickets.tokens import UnknownEncoding, get_encoding
 
 
@@ -44,6 +50,16 @@ class TicketClassForm(forms.ModelForm):
         except UnknownEncoding as exc:
             raise forms.ValidationError(str(exc)) from None
         return encoding
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if "irreversible_tools" in cleaned and "money_tools" in cleaned:
+            try:
+                ToolCatalog.build(irreversible=cleaned["irreversible_tools"], money=cleaned["money_tools"])
+            except CatalogError as exc:
+                field = "irreversible_tools" if "irreversible" in str(exc) else "money_tools"
+                self.add_error(field, str(exc))
+        return cleaned
 
 
 @admin.register(TicketClass)
@@ -74,8 +90,23 @@ class TicketClassChangeAdmin(AppendOnlyAdmin):
     readonly_fields = ["ticket_class", "actor", "before", "after", "created_at"]
 
 
+class TicketStatusForm(forms.ModelForm):
+    status_reason = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Why the status changes; kept in the ticket's status audit.",
+    )
+
+    class Meta:
+        model = Ticket
+        fields = ["status"]
+
+
 @admin.register(Ticket)
 class TicketAdmin(admin.ModelAdmin):
+    """Only the status is editable, and it changes through set_ticket_status (audited)."""
+
+    form = TicketStatusForm
     list_display = [
         "ticket_id",
         "order_id",
@@ -104,6 +135,32 @@ class TicketAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def save_model(self, request: HttpRequest, obj: Ticket, form: Any, change: bool) -> None:
+        if "status" in form.changed_data:
+            new_status = obj.status
+            obj.status = form.initial["status"]
+            set_ticket_status(
+                ticket=obj,
+                status=new_status,
+                by=Actor(kind=ActorKind.SUPERVISOR, user=request.user),  # type: ignore[arg-type]
+                reason=form.cleaned_data.get("status_reason", ""),
+            )
+
+
+@admin.register(TicketStatusChange)
+class TicketStatusChangeAdmin(AppendOnlyAdmin):
+    list_display = ["ticket", "from_status", "to_status", "actor_kind", "actor", "created_at"]
+    list_filter = ["to_status", "actor_kind"]
+    list_select_related = ["ticket", "actor"]
+    search_fields = ["ticket__ticket_id"]
+
+
+@admin.register(RefusedAttempt)
+class RefusedAttemptAdmin(AppendOnlyAdmin):
+    list_display = ["ticket", "tool", "item", "amount_cents", "earlier_action_id", "actor", "created_at"]
+    list_select_related = ["ticket", "actor"]
+    search_fields = ["ticket__ticket_id", "tool", "item"]
 
 
 @admin.register(Turn)

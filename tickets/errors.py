@@ -52,3 +52,15 @@ class IdempotencyKeyInFlight(DeskError):
     """A request with the same idempotency key is still being processed: retry once it has finished."""
 
     code = "idempotency_key_in_flight"
+
+
+class ActionNotFound(DeskError):
+    """No action with that id on the ticket."""
+
+    code = "action_not_found"
+
+
+class ActionAlreadySettled(DeskError):
+    """An intent settled one way cannot be settled the other way."""
+
+    code = "already_settled"

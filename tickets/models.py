@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
+from django.db.models.functions import Now
 from django.urls import reverse
 
+from tickets.identity import ToolCatalog, default_irreversible_tools, default_money_tools
 from tickets.state import StateItems, agent_state
 
 
@@ -43,6 +46,24 @@ class TicketClass(models.Model):
     working_output_price = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("8.0000"))
     summarizer_input_price = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0.1000"))
     summarizer_output_price = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0.4000"))
+    # The tool catalog: names or glob patterns, compared after normalization (Issue_Refund = issue-refund).
+    irreversible_tools = models.JSONField(
+        default=default_irreversible_tools,
+        blank=True,
+        help_text="Tools whose effect cannot be undone (a JSON list; glob patterns such as cancel_* allowed). "
+        "An agent's reversible: true does not make a listed tool reversible.",
+    )
+    money_tools = models.JSONField(
+        default=default_money_tools,
+        blank=True,
+        help_text='Tools that move money and how, e.g. {"issue_refund": "refund", "send_certificate": "credit"}; '
+        "effects: refund, charge, credit. Only refund tools count in refunded_cents_total.",
+    )
+    intent_timeout_minutes = models.PositiveIntegerField(
+        default=15,
+        validators=[MinValueValidator(1)],
+        help_text="An intended action not settled within this many minutes is flagged as stale.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -61,6 +82,15 @@ class TicketClass(models.Model):
     @property
     def effective_keep_recent_tokens(self) -> int:
         return self.keep_recent_tokens or self.token_budget // 4
+
+    @property
+    def intent_timeout(self) -> timedelta:
+        return timedelta(minutes=self.intent_timeout_minutes)
+
+    @property
+    def tool_catalog(self) -> ToolCatalog:
+        """The class's tools, normalized (CatalogError when the stored JSON is not a catalog)."""
+        return ToolCatalog.build(irreversible=self.irreversible_tools, money=self.money_tools)
 
 
 class TicketClassChange(models.Model):
@@ -96,6 +126,16 @@ class TicketStatus(models.TextChoices):
     ESCALATED = "escalated", "Escalated"
 
 
+class TicketQuerySet(models.QuerySet["Ticket"]):
+    def with_refused_attempts(self) -> TicketQuerySet:
+        """Tickets on which the desk refused at least one repeat of an irreversible action."""
+        return self.filter(Exists(RefusedAttempt.objects.filter(ticket=OuterRef("pk"))))
+
+    def with_stale_intents(self, *, now: datetime | None = None) -> TicketQuerySet:
+        """Tickets with an intended action left open longer than their class's `intent_timeout_minutes`."""
+        return self.filter(intent_stale_at__lte=Now() if now is None else now)
+
+
 class Ticket(models.Model):
     ticket_id = models.CharField(max_length=64, unique=True)
     order_id = models.CharField(max_length=64, db_index=True)
@@ -108,13 +148,25 @@ class Ticket(models.Model):
     # the turns, the pinned state or the active summary, so the queue can sort and filter on it.
     context_tokens = models.PositiveIntegerField(default=0)
     turn_count = models.PositiveIntegerField(default=0)
+    # When the oldest intended action still waiting to be settled was made; kept by the state services so
+    # the queue finds stale intents with one indexed query.
+    open_intent_since = models.DateTimeField(null=True, blank=True)
+    # open_intent_since + the class's intent timeout: a ticket is flagged once this has passed.
+    intent_stale_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TicketQuerySet.as_manager()
 
     class Meta:
         ordering = ["-updated_at"]
         indexes = [
             models.Index(fields=["status", "-updated_at"]),
+            models.Index(
+                fields=["intent_stale_at"],
+                name="ticket_intent_stale_at",
+                condition=Q(intent_stale_at__isnull=False),
+            ),
             # The queue's sorts: most tokens, most turns.
             models.Index(fields=["-context_tokens"], name="ticket_context_tokens_desc"),
             models.Index(fields=["-turn_count"], name="ticket_turn_count_desc"),
@@ -201,7 +253,8 @@ class PinnedState(models.Model):
 
     @property
     def items(self) -> StateItems:
-        return StateItems.model_validate(self.data)
+        """The stored items, with the ticket class's tool catalog (select_related("ticket__ticket_class"))."""
+        return StateItems.load(self.data, tools=self.ticket.ticket_class.tool_catalog)
 
     def agent_json(self) -> dict[str, Any]:
         ticket = self.ticket
@@ -223,6 +276,8 @@ class ActorKind(models.TextChoices):
 class StateOp(models.TextChoices):
     OPENED = "opened", "Ticket opened"
     ACTION_TAKEN = "action_taken", "Action taken"
+    ACTION_INTENDED = "action_intended", "Action intended"
+    ACTION_SETTLED = "action_settled", "Intended action settled"
     CONSTRAINT_STATED = "constraint_stated", "Constraint stated"
     QUESTION_OPENED = "question_opened", "Question opened"
     QUESTION_RESOLVED = "question_resolved", "Question resolved"
@@ -255,6 +310,11 @@ class StateChange(models.Model):
     after_tokens = models.PositiveIntegerField(
         default=0, help_text="Tokens of `after` as a pinned-state message."
     )
+    subject_id = models.CharField(
+        max_length=20,
+        blank=True,
+        help_text="The item the change is about (A3, C1, Q2, D1), when there is one.",
+    )
     reason = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -285,3 +345,62 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.ticket_id} key {self.key}"
+
+
+class RefusedAttemptQuerySet(models.QuerySet["RefusedAttempt"]):
+    def since(self, since: datetime | None) -> RefusedAttemptQuerySet:
+        return self if since is None else self.filter(created_at__gte=since)
+
+
+class RefusedAttempt(models.Model):
+    """A refused repeat of an irreversible action: kept although nothing else of the request was."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="refused_attempts")
+    actor_kind = models.CharField(max_length=20, choices=ActorKind.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    tool = models.CharField(max_length=100)
+    item = models.CharField(max_length=200, blank=True)
+    amount_cents = models.BigIntegerField(default=0)
+    at_turn = models.PositiveIntegerField(null=True, blank=True)
+    thread_turn = models.PositiveIntegerField(
+        default=0, help_text="The ticket's newest turn when the attempt was refused."
+    )
+    request = models.JSONField(help_text="The request as the agent sent it.")
+    earlier_action_id = models.CharField(max_length=20, help_text="The action that refused it (A1, ...).")
+    message = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = RefusedAttemptQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [
+            models.Index(fields=["ticket", "-created_at"], name="refused_attempt_ticket_time"),
+            models.Index(fields=["-created_at"], name="refused_attempt_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.ticket_id} refused {self.tool} {self.item} (held by {self.earlier_action_id})"
+
+
+class TicketStatusChange(models.Model):
+    """The audit log of ticket statuses: who moved it, from what, to what, and why."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="status_changes")
+    actor_kind = models.CharField(max_length=20, choices=ActorKind.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    from_status = models.CharField(max_length=20, choices=TicketStatus.choices)
+    to_status = models.CharField(max_length=20, choices=TicketStatus.choices)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["ticket", "-created_at"], name="status_change_ticket_time")]
+
+    def __str__(self) -> str:
+        return f"{self.ticket_id} {self.from_status} -> {self.to_status}"

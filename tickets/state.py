@@ -1,18 +1,28 @@
 """The pinned state: the structured record no summarizer touches.
 
 A pydantic model validates the JSON kept in `PinnedState.data`; the agent-facing document adds the
-ticket's identifiers, the version and the derived `refunded_cents_total`.
+ticket's identifiers, the version and the derived money totals. Which tools move money and which cannot be
+undone comes from the ticket class's tool catalog, handed in by the caller (`StateItems.load`).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
 from tickets.errors import InvalidInput
+from tickets.identity import MoneyEffect, ToolCatalog, action_identity
 
 ActorKind = Literal["agent", "supervisor", "system"]
+# intended: reserved before the tool ran; succeeded: the tool did it; failed: it did not (the item is free).
+ActionStatus = Literal["intended", "succeeded", "failed"]
+INTENDED: ActionStatus = "intended"
+SUCCEEDED: ActionStatus = "succeeded"
+FAILED: ActionStatus = "failed"
+# Kept in the stored data, left out of what the agent reads (it costs tokens and tells the model nothing).
+STORED_ONLY_ACTION_FIELDS = {"intended_at"}
 
 
 class _Item(BaseModel):
@@ -34,6 +44,19 @@ class ActionItem(_Item):
     reason: str = ""
     reversed: bool = False
     reversed_reason: str = ""
+    # Recorded without a status, an action succeeded; old stored actions read the same way.
+    status: ActionStatus = SUCCEEDED
+    failure_reason: str = ""
+    intended_at: datetime | None = None
+
+    @property
+    def holds_item(self) -> bool:
+        """An intended or succeeded action that was not reversed keeps its item from a second one."""
+        return self.status != FAILED and not self.reversed
+
+    @property
+    def is_open_intent(self) -> bool:
+        return self.status == INTENDED and not self.reversed
 
     def describe(self) -> str:
         amount = f" of {self.amount_cents} cents" if self.amount_cents else ""
@@ -57,12 +80,52 @@ class StateItems(BaseModel):
     decisions: list[TextItem] = Field(default_factory=list)
     # Resolved questions leave the list; this counter keeps question ids unique (Q1, Q2, ...).
     questions_opened: int = Field(default=0, ge=0)
+    # The class's tool catalog: not stored, handed in by `load` (the defaults when nobody did).
+    _tools: ToolCatalog = PrivateAttr(default_factory=ToolCatalog.default)
+
+    @classmethod
+    def load(cls, data: dict[str, Any], *, tools: ToolCatalog) -> StateItems:
+        """The stored items, read with the class's tool catalog."""
+        items = cls.model_validate(data)
+        items._tools = tools
+        return items
+
+    @property
+    def tools(self) -> ToolCatalog:
+        return self._tools
+
+    def money_total(self, effect: MoneyEffect) -> int:
+        """Cents moved by succeeded, non-reversed actions whose tool has this money effect in the catalog."""
+        return sum(
+            a.amount_cents
+            for a in self.actions_taken
+            if a.status == SUCCEEDED and not a.reversed and self._tools.money_effect(a.tool) == effect
+        )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def refunded_cents_total(self) -> int:
-        """Money returned to the buyer so far: derived from the actions, never typed in."""
-        return sum(a.amount_cents for a in self.actions_taken if not a.reversed)
+        """Money returned to the buyer so far: derived from the refund actions, never typed in."""
+        return self.money_total("refund")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def charged_cents_total(self) -> int:
+        return self.money_total("charge")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def credited_cents_total(self) -> int:
+        return self.money_total("credit")
+
+    def is_irreversible(self, action: ActionItem) -> bool:
+        """Irreversible when the agent said so or the class lists the tool; `reversible: true` cannot undo a listing."""
+        return not action.reversible or self._tools.is_irreversible(action.tool)
+
+    def open_intent_since(self) -> datetime | None:
+        """When the oldest intent still waiting to be settled was made."""
+        times = [a.intended_at for a in self.actions_taken if a.is_open_intent and a.intended_at is not None]
+        return min(times) if times else None
 
     def next_id(self, prefix: str, items: list[ActionItem] | list[TextItem]) -> str:
         return f"{prefix}{len(items) + 1}"
@@ -120,18 +183,33 @@ class StateItems(BaseModel):
         return next((a for a in self.actions_taken if a.id == action_id), None)
 
     def earlier_irreversible(self, *, tool: str, item: str) -> ActionItem | None:
-        """The standing irreversible action of this tool on this item, if any."""
+        """The irreversible action that holds this (tool, item) identity, however either was spelled."""
+        identity = action_identity(tool, item)
         for action in self.actions_taken:
-            if action.tool == tool and action.item == item and not action.reversible and not action.reversed:
+            if (
+                action.holds_item
+                and self.is_irreversible(action)
+                and action_identity(action.tool, action.item) == identity
+            ):
                 return action
         return None
+
+    def settle_action(self, *, action_id: str, status: ActionStatus, reason: str = "") -> ActionItem:
+        """Settle an intent: succeeded, or failed (which frees its item). Callers check it is still intended."""
+        action = self.find_action(action_id)
+        if action is None:
+            raise InvalidInput(f"no action {action_id!r} on this ticket", field="action_id")
+        action.status = status
+        if status == FAILED:
+            action.failure_reason = reason
+        return action
 
 
 def agent_state(
     *, ticket: str, order: str, seller_type: str, version: int, items: StateItems
 ) -> dict[str, Any]:
     """The agent-facing pinned state: the seed's shape, plus decisions and the version."""
-    dumped = items.model_dump(mode="json")
+    dumped = items.model_dump(mode="json", exclude={"actions_taken": {"__all__": STORED_ONLY_ACTION_FIELDS}})
     return {
         "ticket": ticket,
         "order": order,
@@ -142,6 +220,8 @@ def agent_state(
         "open_questions": dumped["open_questions"],
         "decisions": dumped["decisions"],
         "refunded_cents_total": dumped["refunded_cents_total"],
+        "charged_cents_total": dumped["charged_cents_total"],
+        "credited_cents_total": dumped["credited_cents_total"],
     }
 
 

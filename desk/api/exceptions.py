@@ -14,6 +14,8 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
 from tickets.errors import (
+    ActionAlreadySettled,
+    ActionNotFound,
     DeskError,
     IdempotencyKeyInFlight,
     IdempotencyKeyReused,
@@ -28,6 +30,8 @@ from tickets.errors import (
 DESK_ERROR_STATUS: dict[type[DeskError], int] = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
     TicketNotFound: status.HTTP_404_NOT_FOUND,
+    ActionNotFound: status.HTTP_404_NOT_FOUND,
+    ActionAlreadySettled: status.HTTP_409_CONFLICT,
     TicketAlreadyExists: status.HTTP_409_CONFLICT,
     RepeatRefused: status.HTTP_409_CONFLICT,
     IdempotencyKeyInFlight: status.HTTP_409_CONFLICT,
@@ -53,6 +57,12 @@ class PreconditionRequired(exceptions.APIException):
     status_code = status.HTTP_428_PRECONDITION_REQUIRED
     default_detail = "this request needs an If-Match header with the ETag (version) of the state you read"
     default_code = "precondition_required"
+
+
+class BadQueryParameter(exceptions.APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "a query parameter is malformed"
+    default_code = "invalid"
 
 
 class BadHeader(exceptions.APIException):

@@ -1,10 +1,10 @@
-"""The request headers the API reads: Idempotency-Key, If-Match and If-None-Match."""
+"""The request headers the API reads (Idempotency-Key, If-Match and If-None-Match) and its query parameters."""
 
 from __future__ import annotations
 
 import re
 
-from desk.api.exceptions import BadHeader, PreconditionRequired
+from desk.api.exceptions import BadHeader, BadQueryParameter, PreconditionRequired
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 ENTITY_TAG = re.compile(r'^(W/)?"(\d{1,9})"$')
@@ -61,3 +61,12 @@ def if_none_match_matches(raw: str | None, version: int) -> bool:
         if match is not None and int(match.group(2)) == version:
             return True
     return False
+
+
+def positive_int_param(raw: str | None, name: str, *, default: int, maximum: int = 10**6) -> int:
+    """A query parameter that must be a positive whole number, or its default when absent."""
+    if raw is None:
+        return default
+    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= maximum:
+        raise BadQueryParameter(f"{name} must be a whole number from 1 to {maximum}, not {raw[:40]!r}")
+    return int(raw)

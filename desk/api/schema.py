@@ -80,6 +80,17 @@ TURN_EXAMPLES = [
 
 ACTION_EXAMPLES = [
     OpenApiExample(
+        "Reserve a refund before the tool runs",
+        request_only=True,
+        value={
+            "tool": "issue_refund",
+            "item": "garden-table",
+            "amount_cents": 4000,
+            "at_turn": 6,
+            "status": "intended",
+        },
+    ),
+    OpenApiExample(
         "Refund issued",
         request_only=True,
         value={
@@ -120,7 +131,17 @@ ACTION_EXAMPLES = [
                 "at_turn": 6,
             },
             "refunded_cents_total": 4000,
+            "refused_attempt_id": 17,
         },
+    ),
+]
+
+SETTLE_EXAMPLES = [
+    OpenApiExample("The tool succeeded", request_only=True, value={"status": "succeeded"}),
+    OpenApiExample(
+        "The tool failed",
+        request_only=True,
+        value={"status": "failed", "reason": "payment provider declined: card expired"},
     ),
 ]
 

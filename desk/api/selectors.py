@@ -16,6 +16,8 @@ from compaction.selectors import (
     context_figures,
 )
 from desk.api.fields import storable_text
+from desk.history import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, HistoryPage
+from desk.history import ticket_history as _ticket_history
 from tickets.errors import TicketNotFound
 from tickets.models import PinnedState, Ticket, TicketClass
 
@@ -97,3 +99,12 @@ def ticket_context(ticket_id: str) -> AssembledContext:
 def ticket_compactions(ticket_id: str) -> QuerySet[CompactionEvent]:
     ticket = ticket_by_id(ticket_id)
     return CompactionEvent.objects.filter(ticket=ticket).order_by("number")
+
+
+HISTORY_PAGE_SIZE = DEFAULT_PAGE_SIZE
+HISTORY_MAX_PAGE_SIZE = MAX_PAGE_SIZE
+
+
+def ticket_history(ticket_id: str, *, page: int, page_size: int) -> HistoryPage:
+    """One page of the ticket's history, newest first (a constant number of queries)."""
+    return _ticket_history(ticket_by_id(ticket_id), page=page, page_size=page_size)

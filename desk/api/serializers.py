@@ -51,6 +51,9 @@ class TicketStatusIn(StrictSerializer):
     status = serializers.ChoiceField(
         choices=TicketStatus.choices, help_text="open, waiting, resolved or escalated."
     )
+    reason = StrictCharField(
+        required=False, allow_blank=True, max_length=2000, default="", help_text="Kept in the status audit."
+    )
 
 
 class TurnIn(StrictSerializer):
@@ -81,6 +84,25 @@ class ActionIn(StrictSerializer):
         required=False, default=False, help_text="Set with a reason to record a deliberate second action."
     )
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000, default="")
+    status = serializers.ChoiceField(
+        choices=["intended", "succeeded"],
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="intended: reserve the action before its tool runs (settle it with PATCH afterwards); "
+        "absent or succeeded: the tool already succeeded.",
+    )
+
+
+class ActionSettleIn(StrictSerializer):
+    status = serializers.ChoiceField(choices=["succeeded", "failed"])
+    reason = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        default="",
+        help_text="Required when the intent failed: what the tool answered.",
+    )
 
 
 class StateChangeIn(StrictSerializer):
@@ -155,6 +177,11 @@ class ActionOut(serializers.Serializer):
     reason = serializers.CharField(allow_blank=True)
     reversed = serializers.BooleanField()
     reversed_reason = serializers.CharField(allow_blank=True)
+    status = serializers.ChoiceField(
+        choices=["intended", "succeeded", "failed"],
+        help_text="intended: reserved, its tool not yet settled; a failed intent no longer holds its item.",
+    )
+    failure_reason = serializers.CharField(allow_blank=True)
 
 
 class TextItemOut(serializers.Serializer):
@@ -172,7 +199,11 @@ class PinnedStateOut(serializers.Serializer):
     customer_constraints = TextItemOut(many=True)
     open_questions = TextItemOut(many=True)
     decisions = TextItemOut(many=True)
-    refunded_cents_total = serializers.IntegerField()
+    refunded_cents_total = serializers.IntegerField(
+        help_text="Succeeded, non-reversed actions of the class's refund tools."
+    )
+    charged_cents_total = serializers.IntegerField(help_text="The same, for the class's charge tools.")
+    credited_cents_total = serializers.IntegerField(help_text="The same, for the class's credit tools.")
 
 
 class SummaryOut(serializers.Serializer):
@@ -270,6 +301,44 @@ class ActionRecordedOut(serializers.Serializer):
     action = ActionOut()
     state_version = serializers.IntegerField()
     refunded_cents_total = serializers.IntegerField()
+    # Absent from answers stored (and replayed) before these totals existed.
+    charged_cents_total = serializers.IntegerField(required=False)
+    credited_cents_total = serializers.IntegerField(required=False)
+
+
+class HistoryActorOut(serializers.Serializer):
+    kind = serializers.CharField(help_text="agent, supervisor or system.")
+    username = serializers.CharField(allow_null=True)
+
+
+class HistoryEntryOut(serializers.Serializer):
+    kind = serializers.ChoiceField(
+        choices=[
+            "turn",
+            "state_change",
+            "action",
+            "correction",
+            "refused_attempt",
+            "status_change",
+            "compaction",
+        ]
+    )
+    at = serializers.DateTimeField(help_text="When it happened.")
+    by = HistoryActorOut(help_text="Who did it.")
+    thread_turn = serializers.IntegerField(
+        allow_null=True, help_text="The ticket's newest turn at the time (the turn itself for a turn)."
+    )
+    summary = serializers.CharField(help_text="One line, in words.")
+    detail = serializers.DictField(help_text="The kind's own fields.")
+
+
+class HistoryPageOut(serializers.Serializer):
+    count = serializers.IntegerField(help_text="Entries in the whole history.")
+    page = serializers.IntegerField()
+    page_size = serializers.IntegerField()
+    next = serializers.CharField(allow_null=True, help_text="The next (older) page's address.")
+    previous = serializers.CharField(allow_null=True)
+    results = HistoryEntryOut(many=True)
 
 
 class CompactionOut(serializers.Serializer):

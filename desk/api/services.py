@@ -11,7 +11,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from desk.turns import TurnReceived, receive_turn
-from tickets.errors import IdempotencyKeyInFlight
+from tickets.errors import IdempotencyKeyInFlight, RepeatRefused
 from tickets.models import Ticket
 from tickets.services.actions import ActionRecorded, record_action
 from tickets.services.actors import Actor
@@ -50,7 +50,6 @@ def receive_turn_once(*, ticket: Ticket, idempotency_key: str, by: Actor, **fiel
     return receive_turn(ticket=ticket, by=by, **fields)
 
 
-@transaction.atomic
 def record_action_once(*, ticket: Ticket, idempotency_key: str, by: Actor, **fields: Any) -> ActionRecorded:
     """`record_action`, with "a request with this key is still in flight" made visible.
 
@@ -60,6 +59,15 @@ def record_action_once(*, ticket: Ticket, idempotency_key: str, by: Actor, **fie
     advisory lock named by (ticket, key) until it commits; a request that cannot take it is answered
     409 and its retry, once the first has committed, gets the replay. SQLite has no such lock: there
     the database's single writer serializes duplicates and the later one gets the replay.
+
+    A refused repeat leaves one trace, its RefusedAttempt: `record_action` rolls the action back and writes
+    the refusal in this transaction, which therefore commits before the refusal is raised to the view.
     """
-    _refuse_if_in_flight(ticket, idempotency_key)
-    return record_action(ticket=ticket, idempotency_key=idempotency_key, by=by, **fields)
+    refused: RepeatRefused | None = None
+    with transaction.atomic():
+        _refuse_if_in_flight(ticket, idempotency_key)
+        try:
+            return record_action(ticket=ticket, idempotency_key=idempotency_key, by=by, **fields)
+        except RepeatRefused as exc:
+            refused = exc
+    raise refused

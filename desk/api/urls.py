@@ -12,6 +12,12 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("tickets/<str:ticket_id>/turns/", views.TurnListView.as_view(), name="api-turns"),
     path("tickets/<str:ticket_id>/state/", views.StateView.as_view(), name="api-state"),
     path("tickets/<str:ticket_id>/actions/", views.ActionListView.as_view(), name="api-actions"),
+    path(
+        "tickets/<str:ticket_id>/actions/<str:action_id>/",
+        views.ActionDetailView.as_view(),
+        name="api-action",
+    ),
+    path("tickets/<str:ticket_id>/history/", views.HistoryView.as_view(), name="api-history"),
     path("tickets/<str:ticket_id>/context/", views.ContextView.as_view(), name="api-context"),
     path("tickets/<str:ticket_id>/compactions/", views.CompactionListView.as_view(), name="api-compactions"),
     # The schema and its docs are public: they describe the API, they do not read tickets.

@@ -21,6 +21,7 @@ from desk.api.parsers import BoundedJSONParser
 from desk.api.permissions import AgentWritesStaffReads
 from desk.api.services import receive_turn_once, record_action_once
 from tickets.models import ActorKind
+from tickets.services.actions import settle_action
 from tickets.services.actors import Actor
 from tickets.services.lifecycle import open_ticket, set_ticket_status
 from tickets.services.state_changes import change_state
@@ -91,7 +92,7 @@ class TicketDetailView(DeskAPIView):
     def patch(self, request: Request, ticket_id: str) -> Response:
         ticket = selectors.ticket_by_id(ticket_id)
         data = _validated(serializers.TicketStatusIn, request)
-        set_ticket_status(ticket=ticket, status=data["status"], by=_agent(request))
+        set_ticket_status(ticket=ticket, by=_agent(request), **data)
         return Response(serializers.TicketOut(selectors.ticket_detail(ticket_id).as_json()).data)
 
 
@@ -186,11 +187,15 @@ class StateView(DeskAPIView):
 
 
 class ActionListView(DeskAPIView):
-    """Record an action with an Idempotency-Key; a second irreversible action on the same item is refused."""
+    """Reserve an action before its tool runs, or record one that succeeded, with an Idempotency-Key.
+
+    A second irreversible action with the same tool and item (however spelled) as one that still holds the
+    item is refused (409, naming it) unless marked as a deliberate repeat with a reason; the refusal is kept.
+    """
 
     @extend_schema(
         operation_id="record_action",
-        summary="Record an action the moment it succeeded",
+        summary='Reserve an action before its tool runs ("status": "intended"), or record one that succeeded',
         parameters=[
             IDEMPOTENCY_KEY,
             OpenApiParameter(
@@ -209,11 +214,82 @@ class ActionListView(DeskAPIView):
         key = headers.idempotency_key(request.headers.get("Idempotency-Key"))
         data = _validated(serializers.ActionIn, request)
         recorded = record_action_once(ticket=ticket, idempotency_key=key, by=_agent(request), **data)
-        # record_action stores only successes, and stores them as 201: a replay answers the same.
+        # record_action stores only what it recorded, and stores it as 201: a replay answers the same.
         response = Response(serializers.ActionRecordedOut(recorded.body).data, status=status.HTTP_201_CREATED)
         if recorded.replayed:
             response["Idempotent-Replayed"] = "true"
         return response
+
+
+class ActionDetailView(DeskAPIView):
+    """Settle an intent once its tool has run."""
+
+    @extend_schema(
+        operation_id="settle_action",
+        summary="Settle an intended action: succeeded, or failed with a reason (a failed intent frees its item)",
+        request=serializers.ActionSettleIn,
+        responses={
+            200: serializers.ActionRecordedOut,
+            404: OpenApiResponse(
+                serializers.ErrorOut, description="No such ticket, or no such action on it."
+            ),
+            409: OpenApiResponse(
+                serializers.ErrorOut,
+                description="The action is already settled the other way (the body shows it).",
+            ),
+            **schema.errors(400, 401, 403, 413),
+        },
+        examples=schema.SETTLE_EXAMPLES,
+    )
+    def patch(self, request: Request, ticket_id: str, action_id: str) -> Response:
+        ticket = selectors.ticket_by_id(ticket_id)
+        data = _validated(serializers.ActionSettleIn, request)
+        settled = settle_action(ticket=ticket, action_id=action_id, by=_agent(request), **data)
+        return Response(serializers.ActionRecordedOut(settled.body).data)
+
+
+class HistoryView(DeskAPIView):
+    """Every change to the ticket, newest first, with who and when."""
+
+    @extend_schema(
+        operation_id="ticket_history",
+        summary="The ticket's history, newest first, paginated",
+        description=(
+            "Turns posted, state changes, actions (intended, recorded, settled, reversed), refused attempts "
+            "(what was asked and which earlier action refused it), status changes, supervisor corrections and "
+            "compactions. Pages are numbered from 1 (`?page=`); `next` names the next, older page. New "
+            "entries arrive on page 1, so a reader paging back through a live ticket may see an entry twice."
+        ),
+        parameters=[
+            OpenApiParameter("page", int, description="Page number, from 1 (the newest entries)."),
+            OpenApiParameter("page_size", int, description="Entries per page: 1 to 200, default 50."),
+        ],
+        responses={200: serializers.HistoryPageOut, **schema.errors(400, 401, 403, 404)},
+    )
+    def get(self, request: Request, ticket_id: str) -> Response:
+        page_number = headers.positive_int_param(request.query_params.get("page"), "page", default=1)
+        page_size = headers.positive_int_param(
+            request.query_params.get("page_size"),
+            "page_size",
+            default=selectors.HISTORY_PAGE_SIZE,
+            maximum=selectors.HISTORY_MAX_PAGE_SIZE,
+        )
+        page = selectors.ticket_history(ticket_id, page=page_number, page_size=page_size)
+
+        def link(number: int) -> str:
+            query = request.query_params.copy()
+            query["page"] = str(number)
+            return f"{request.path}?{query.urlencode()}"
+
+        body = {
+            "count": page.count,
+            "page": page.page,
+            "page_size": page.page_size,
+            "next": link(page.page + 1) if page.has_next else None,
+            "previous": link(page.page - 1) if page.page > 1 else None,
+            "results": page.entries,
+        }
+        return Response(serializers.HistoryPageOut(body).data)
 
 
 class ContextView(DeskAPIView):

@@ -216,7 +216,7 @@ def test_compactions_are_listed_as_models(client: DeskClient, small_class: Ticke
             content=f"I am checking with the carrier, update {i}.",
             boundary="reply_sent",
         )
-    events = client.compactions(ticket_id)
-    assert events and events[0].status in ("applied", "forced")
+    events = [e for e in client.compactions(ticket_id) if e.status in ("applied", "forced")]
+    assert events, "the small class compacts"
     assert events[0].replaced_turns and events[0].replaced_turns[0] == 1
     assert client.get_ticket(ticket_id).first_active_turn > 1

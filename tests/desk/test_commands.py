@@ -53,3 +53,20 @@ def test_the_demo_tells_the_seeds_story() -> None:
     assert "A1" in {m["id"] for m in event.coverage["missing"]}
     assert [t.ticket_id for t in queue_tickets(QueueFilters(flags=(QueueFlag.COVERAGE_MISS,)))] == ["T-40118"]
     assert {m.slug: m.coverage_misses for m in compaction_metrics()}["seed-8k"] == 1
+
+
+def test_load_demo_keeps_t40118s_refused_second_refund_at_turn_26() -> None:
+    from tickets.models import RefusedAttempt
+
+    call_command("load_demo", "--tickets", "0", stdout=StringIO())
+    attempt = RefusedAttempt.objects.get(ticket__ticket_id="T-40118")
+    assert (attempt.tool, attempt.item, attempt.amount_cents, attempt.at_turn) == (
+        "issue_refund",
+        "garden-table",
+        4000,
+        26,
+    )
+    assert attempt.earlier_action_id == "A1" and "at turn 6" in attempt.message
+    assert list(Ticket.objects.with_refused_attempts().values_list("ticket_id", flat=True)) == ["T-40118"]
+    state = Ticket.objects.get(ticket_id="T-40118").pinned_state
+    assert state.items.refunded_cents_total == 4000

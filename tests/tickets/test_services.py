@@ -262,8 +262,8 @@ def test_every_change_is_audited_with_consecutive_versions(ticket: Ticket) -> No
 def test_status_moves_and_a_bad_one_is_refused(ticket: Ticket) -> None:
     from tickets.services.lifecycle import set_ticket_status
 
-    set_ticket_status(ticket=ticket, status="escalated")
+    set_ticket_status(ticket=ticket, status="escalated", by=SYSTEM)
     assert Ticket.objects.get(pk=ticket.pk).status == "escalated"
     with pytest.raises(InvalidInput, match="not one of open, waiting, resolved, escalated"):
-        set_ticket_status(ticket=ticket, status="archived")
+        set_ticket_status(ticket=ticket, status="archived", by=SYSTEM)
     assert Ticket.objects.get(pk=ticket.pk).status == "escalated"

@@ -1,4 +1,9 @@
-"""Recording actions, with idempotency keys and the guard against a second irreversible action."""
+"""Recording actions, with idempotency keys and the guard against a second irreversible action.
+
+An agent reserves an irreversible action before its tool runs (`status="intended"`), so the guard can refuse
+it while the money has not moved; it settles the intent afterwards (`settle_action`). A refused attempt is
+kept as a `RefusedAttempt` although nothing else of the request is.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
-from tickets.errors import IdempotencyKeyReused, InvalidInput, RepeatRefused
-from tickets.models import IdempotencyRecord, PinnedState, StateOp, Ticket
+from tickets.errors import (
+    ActionAlreadySettled,
+    ActionNotFound,
+    IdempotencyKeyReused,
+    InvalidInput,
+    RepeatRefused,
+)
+from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, StateOp, Ticket
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.state_changes import change_pinned_state, check_turn
-from tickets.state import ActionItem, StateItems
+from tickets.state import FAILED, INTENDED, SUCCEEDED, ActionItem, ActionStatus, StateItems
 
 
 def _fingerprint(body: dict[str, Any]) -> str:
@@ -31,7 +43,21 @@ class ActionRecorded:
         return self.body["action"]
 
 
-@transaction.atomic
+def _answer(action: ActionItem, pinned: PinnedState) -> dict[str, Any]:
+    """What an action request is answered with: the action, the state version and the money totals."""
+    items = pinned.items
+    return {
+        "action": action.model_dump(mode="json", exclude={"intended_at"}),
+        "state_version": pinned.version,
+        "refunded_cents_total": items.refunded_cents_total,
+        "charged_cents_total": items.charged_cents_total,
+        "credited_cents_total": items.credited_cents_total,
+    }
+
+
+RECORDABLE_STATUSES = (INTENDED, SUCCEEDED)
+
+
 def record_action(
     *,
     ticket: Ticket,
@@ -44,14 +70,66 @@ def record_action(
     args: dict[str, Any] | None = None,
     repeat_of_earlier: bool = False,
     reason: str = "",
+    status: str | None = None,
     by: Actor = SYSTEM,
 ) -> ActionRecorded:
-    """Record an action the moment it succeeded.
+    """Record an action: reserve it before its tool runs (`status="intended"`), or record one that succeeded.
 
     The same idempotency key with the same body returns the first result; with another body it is
-    refused. A second irreversible action of the same tool on the same item is refused, naming the
-    earlier one, unless the caller says it is a deliberate repeat and gives a reason.
+    refused. A second irreversible action with the same identity (tool and item, however spelled) as one
+    that still holds its item is refused, naming the earlier one, unless the caller says it is a deliberate
+    repeat and gives a reason. The refusal is kept (`RefusedAttempt`): the action is rolled back, the
+    refusal is written after it, in the caller's transaction (or on its own when there is none).
     """
+    try:
+        return _record_action(
+            ticket=ticket,
+            tool=tool,
+            idempotency_key=idempotency_key,
+            item=item,
+            amount_cents=amount_cents,
+            at_turn=at_turn,
+            reversible=reversible,
+            args=args,
+            repeat_of_earlier=repeat_of_earlier,
+            reason=reason,
+            status=status,
+            by=by,
+        )
+    except RepeatRefused as refused:
+        attempt = RefusedAttempt.objects.create(
+            ticket=ticket,
+            actor_kind=by.kind,
+            actor=by.user,
+            tool=tool,
+            item=item,
+            amount_cents=amount_cents,
+            at_turn=at_turn,
+            thread_turn=refused.detail.pop("thread_turn", 0),
+            request=refused.detail.pop("request", {}),
+            earlier_action_id=refused.detail["earlier_action"]["id"],
+            message=refused.message,
+        )
+        refused.detail["refused_attempt_id"] = attempt.pk
+        raise
+
+
+@transaction.atomic
+def _record_action(
+    *,
+    ticket: Ticket,
+    tool: str,
+    idempotency_key: str,
+    item: str,
+    amount_cents: int,
+    at_turn: int | None,
+    reversible: bool,
+    args: dict[str, Any] | None,
+    repeat_of_earlier: bool,
+    reason: str,
+    status: str | None,
+    by: Actor,
+) -> ActionRecorded:
     if not idempotency_key or len(idempotency_key) > 255:
         raise InvalidInput("an idempotency key of 1 to 255 characters is required", field="idempotency_key")
     if not tool:
@@ -60,7 +138,14 @@ def record_action(
         raise InvalidInput("amount_cents must not be negative", field="amount_cents")
     if repeat_of_earlier and not reason.strip():
         raise InvalidInput("a deliberate repeat needs a reason", field="reason")
-    request_body = {
+    if status is not None and status not in RECORDABLE_STATUSES:
+        raise InvalidInput(
+            f"status {status!r}: record an action as intended (before its tool runs) or succeeded; "
+            "a failed intent is settled with PATCH on the action",
+            field="status",
+        )
+    action_status: ActionStatus = INTENDED if status == INTENDED else SUCCEEDED
+    request_body: dict[str, Any] = {
         "tool": tool,
         "item": item,
         "amount_cents": amount_cents,
@@ -70,6 +155,9 @@ def record_action(
         "repeat_of_earlier": repeat_of_earlier,
         "reason": reason,
     }
+    if action_status == INTENDED:
+        # Only then: the keys stored before intents existed keep their fingerprints.
+        request_body["status"] = INTENDED
     fingerprint = _fingerprint(request_body)
 
     # The state row lock serializes every writer of this ticket, so the key lookup below is decisive.
@@ -87,15 +175,6 @@ def record_action(
     turn = check_turn(locked_ticket, at_turn)
 
     def mutate(items: StateItems) -> ActionItem:
-        earlier = None if reversible else items.earlier_irreversible(tool=tool, item=item)
-        if earlier is not None and not repeat_of_earlier:
-            raise RepeatRefused(
-                f"refused: {earlier.describe()} was already recorded ({earlier.id}); "
-                f"a second irreversible {tool} for {item or 'this ticket'} needs "
-                '"repeat_of_earlier": true and a reason',
-                earlier_action=earlier.model_dump(mode="json"),
-                refunded_cents_total=items.refunded_cents_total,
-            )
         action = ActionItem(
             id="",
             tool=tool,
@@ -106,19 +185,32 @@ def record_action(
             args=args or {},
             idempotency_key=idempotency_key,
             recorded_by=by.kind,  # type: ignore[arg-type]
-            repeat_of=earlier.id if earlier else None,
             reason=reason,
+            status=action_status,
+            intended_at=timezone.now() if action_status == INTENDED else None,
         )
+        # A listed irreversible tool stays irreversible whatever the agent said.
+        action.reversible = not items.is_irreversible(action)
+        earlier = None if action.reversible else items.earlier_irreversible(tool=tool, item=item)
+        if earlier is not None and not repeat_of_earlier:
+            raise RepeatRefused(
+                f"refused: {earlier.describe()} was already {_held_how(earlier)} ({earlier.id}); "
+                f"a second irreversible {tool} for {item or 'this ticket'} needs "
+                '"repeat_of_earlier": true and a reason',
+                earlier_action=earlier.model_dump(mode="json", exclude={"intended_at"}),
+                refunded_cents_total=items.refunded_cents_total,
+                # Taken off the error and kept on the RefusedAttempt by record_action.
+                thread_turn=locked_ticket.turn_count,
+                request=request_body,
+            )
+        action.repeat_of = earlier.id if earlier else None
         return items.add_action(action)
 
+    op = StateOp.ACTION_INTENDED if action_status == INTENDED else StateOp.ACTION_TAKEN
     action, pinned = change_pinned_state(
-        ticket=locked_ticket, op=StateOp.ACTION_TAKEN, by=by, mutate=mutate, at_turn=turn, reason=reason
+        ticket=locked_ticket, op=op, by=by, mutate=mutate, at_turn=turn, reason=reason
     )
-    body = {
-        "action": action.model_dump(mode="json"),
-        "state_version": pinned.version,
-        "refunded_cents_total": pinned.items.refunded_cents_total,
-    }
+    body = _answer(action, pinned)
     IdempotencyRecord.objects.create(
         ticket=locked_ticket,
         key=idempotency_key,
@@ -127,3 +219,50 @@ def record_action(
         response_body=body,
     )
     return ActionRecorded(body=body, replayed=False)
+
+
+def _held_how(action: ActionItem) -> str:
+    return "reserved and not yet settled" if action.status == INTENDED else "recorded"
+
+
+@dataclass(frozen=True)
+class ActionSettled:
+    body: dict[str, Any]
+    changed: bool
+
+
+@transaction.atomic
+def settle_action(
+    *, ticket: Ticket, action_id: str, status: str, reason: str = "", by: Actor = SYSTEM
+) -> ActionSettled:
+    """Settle an intent once its tool has run: succeeded, or failed with a reason (which frees the item).
+
+    Settling again with the same status answers the same; with the other status it is refused. An action
+    recorded without an intent is already succeeded.
+    """
+    if status not in (SUCCEEDED, FAILED):
+        raise InvalidInput(f"status {status!r}: settle an intent as succeeded or failed", field="status")
+    reason = (reason or "").strip()
+    if status == FAILED and not reason:
+        raise InvalidInput("a failed intent needs a reason (what the tool answered)", field="reason")
+    pinned = PinnedState.objects.select_for_update().select_related("ticket__ticket_class").get(ticket=ticket)
+    current = pinned.items.find_action(action_id)
+    if current is None:
+        raise ActionNotFound(f"no action {action_id!r} on {ticket.ticket_id}", action_id=action_id)
+    if current.status == status:
+        return ActionSettled(body=_answer(current, pinned), changed=False)
+    if current.status != INTENDED:
+        raise ActionAlreadySettled(
+            f"action {action_id} is already {current.status}; it cannot become {status}",
+            action=current.model_dump(mode="json", exclude={"intended_at"}),
+        )
+    new_status: ActionStatus = SUCCEEDED if status == SUCCEEDED else FAILED
+    action, pinned = change_pinned_state(
+        ticket=ticket,
+        op=StateOp.ACTION_SETTLED,
+        by=by,
+        mutate=lambda items: items.settle_action(action_id=action_id, status=new_status, reason=reason),
+        at_turn=current.at_turn,
+        reason=reason,
+    )
+    return ActionSettled(body=_answer(action, pinned), changed=True)

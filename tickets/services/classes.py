@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.db.models import F
 
 from tickets.errors import InvalidInput
+from tickets.identity import CatalogError
 from tickets.models import TicketClass, TicketClassChange
 from tickets.tokens import UnknownEncoding, get_encoding
 
@@ -27,6 +29,9 @@ CLASS_AUDITED_FIELDS = (
     "working_output_price",
     "summarizer_input_price",
     "summarizer_output_price",
+    "irreversible_tools",
+    "money_tools",
+    "intent_timeout_minutes",
 )
 
 
@@ -34,7 +39,7 @@ def _class_settings(ticket_class: TicketClass) -> dict[str, Any]:
     settings = {}
     for name in CLASS_AUDITED_FIELDS:
         value = getattr(ticket_class, name)
-        settings[name] = value if isinstance(value, str | int | float) else str(value)
+        settings[name] = value if isinstance(value, str | int | float | list | dict) else str(value)
     return settings
 
 
@@ -49,10 +54,19 @@ def save_ticket_class(*, ticket_class: TicketClass, by: User | None) -> TicketCl
         get_encoding(ticket_class.encoding)
     except UnknownEncoding as exc:
         raise InvalidInput(str(exc), field="encoding") from None
+    try:
+        ticket_class.tool_catalog  # noqa: B018 - builds the catalog to check it
+    except CatalogError as exc:
+        raise InvalidInput(str(exc), field="tools") from None
     before: dict[str, Any] = {}
     if ticket_class.pk is not None:
         before = _class_settings(TicketClass.objects.select_for_update().get(pk=ticket_class.pk))
     ticket_class.save()
+    if before.get("intent_timeout_minutes") != ticket_class.intent_timeout_minutes:
+        # Intents already open are judged by the new timeout too.
+        ticket_class.tickets.filter(open_intent_since__isnull=False).update(
+            intent_stale_at=F("open_intent_since") + ticket_class.intent_timeout
+        )
     after = _class_settings(TicketClass.objects.get(pk=ticket_class.pk))  # as stored: 2 -> "2.0000"
     if before != after:
         TicketClassChange.objects.create(ticket_class=ticket_class, actor=by, before=before, after=after)

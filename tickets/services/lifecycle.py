@@ -5,7 +5,15 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from tickets.errors import InvalidInput, TicketAlreadyExists
-from tickets.models import PinnedState, StateChange, StateOp, Ticket, TicketClass, TicketStatus
+from tickets.models import (
+    PinnedState,
+    StateChange,
+    StateOp,
+    Ticket,
+    TicketClass,
+    TicketStatus,
+    TicketStatusChange,
+)
 from tickets.services.actors import SYSTEM, Actor
 from tickets.state import StateItems, agent_state, items_to_data
 from tickets.tokens import REPLY_PRIMING_TOKENS, count_message, state_message
@@ -64,14 +72,25 @@ def open_ticket(
 
 
 @transaction.atomic
-def set_ticket_status(*, ticket: Ticket, status: str, by: Actor = SYSTEM) -> Ticket:
-    """Move a ticket between open, waiting, resolved and escalated. The thread and its state stay as they are."""
+def set_ticket_status(*, ticket: Ticket, status: str, by: Actor, reason: str = "") -> Ticket:
+    """Move a ticket between open, waiting, resolved and escalated, audited with who, from, to and why.
+
+    The thread and its state stay as they are. Setting the status it already has changes nothing.
+    """
     if status not in TicketStatus.values:
         raise InvalidInput(
             f"status {status!r} is not one of {', '.join(TicketStatus.values)}", field="status"
         )
     locked = Ticket.objects.select_for_update().get(pk=ticket.pk)
     if locked.status != status:
+        TicketStatusChange.objects.create(
+            ticket=locked,
+            actor_kind=by.kind,
+            actor=by.user,
+            from_status=locked.status,
+            to_status=status,
+            reason=(reason or "").strip(),
+        )
         locked.status = status
         locked.save(update_fields=["status", "updated_at"])
     ticket.status = locked.status

@@ -11,7 +11,7 @@ from tickets.errors import InvalidInput, StaleVersion
 from tickets.models import PinnedState, StateChange, StateOp, Ticket
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.context_size import add_context_tokens
-from tickets.state import ActionItem, StateItems, items_to_data
+from tickets.state import ActionItem, StateItems, TextItem, items_to_data
 from tickets.tokens import count_message, state_message
 
 # The operations an agent may send to POST .../state/ (actions have their own endpoint).
@@ -46,7 +46,9 @@ def change_pinned_state[T](
 ) -> tuple[T, PinnedState]:
     """Lock the pinned state, check the version, apply `mutate`, bump the version, write the audit row.
 
-    Call inside a transaction. The ticket's stored context size moves by the change in the state's tokens.
+    Call inside a transaction. The ticket's stored context size moves by the change in the state's tokens,
+    and its `open_intent_since` follows the intents still waiting to be settled. When `mutate` returns an
+    item (an action, a constraint, ...), the audit row names it.
     """
     pinned = PinnedState.objects.select_for_update().select_related("ticket__ticket_class").get(ticket=ticket)
     if expected_version is not None and expected_version != pinned.version:
@@ -77,8 +79,17 @@ def change_pinned_state[T](
         after_tokens=pinned.tokens,
         at_turn=at_turn,
         thread_turn=pinned.ticket.turn_count,
+        subject_id=getattr(result, "id", "") or "",
         reason=reason,
     )
+    open_since = items.open_intent_since()
+    if open_since != pinned.ticket.open_intent_since:
+        stale_at = open_since + pinned.ticket.ticket_class.intent_timeout if open_since else None
+        Ticket.objects.filter(pk=pinned.ticket.pk).update(
+            open_intent_since=open_since, intent_stale_at=stale_at
+        )
+        pinned.ticket.open_intent_since = ticket.open_intent_since = open_since
+        pinned.ticket.intent_stale_at = ticket.intent_stale_at = stale_at
     add_context_tokens(ticket=pinned.ticket, delta=pinned.tokens - before_tokens)
     if ticket is not pinned.ticket:
         ticket.context_tokens = pinned.ticket.context_tokens
@@ -106,18 +117,17 @@ def _text(text: str, field: str = "text") -> str:
     return text
 
 
-def _apply(items: StateItems, *, op: str, text: str, at_turn: int | None) -> None:
+def _apply(items: StateItems, *, op: str, text: str, at_turn: int | None) -> TextItem:
     """The text operations shared by agents and supervisors, by name."""
     if op == StateOp.CONSTRAINT_STATED:
-        items.state_constraint(text=_text(text), at_turn=at_turn)
-    elif op == StateOp.QUESTION_OPENED:
-        items.open_question(text=_text(text), at_turn=at_turn)
-    elif op == StateOp.QUESTION_RESOLVED:
-        items.resolve_question(question=_text(text))
-    elif op == StateOp.DECISION_MADE:
-        items.make_decision(text=_text(text), at_turn=at_turn)
-    else:  # pragma: no cover - callers check the op against their list first
-        raise InvalidInput(f"unknown op {op!r}", field="op")
+        return items.state_constraint(text=_text(text), at_turn=at_turn)
+    if op == StateOp.QUESTION_OPENED:
+        return items.open_question(text=_text(text), at_turn=at_turn)
+    if op == StateOp.QUESTION_RESOLVED:
+        return items.resolve_question(question=_text(text))
+    if op == StateOp.DECISION_MADE:
+        return items.make_decision(text=_text(text), at_turn=at_turn)
+    raise InvalidInput(f"unknown op {op!r}", field="op")  # pragma: no cover - callers check the op first
 
 
 @transaction.atomic
@@ -175,13 +185,13 @@ def correct_state(
         raise InvalidInput(f"unknown correction {op!r}", field="op")
     turn = check_turn(ticket, at_turn) if at_turn is not None else None
 
-    def mutate(items: StateItems) -> None:
+    def mutate(items: StateItems) -> ActionItem | TextItem:
         if op == StateOp.ACTION_ADDED:
             if not tool.strip():
                 raise InvalidInput("a missed action needs its tool", field="tool")
             if amount_cents < 0:
                 raise InvalidInput("amount_cents must not be negative", field="amount_cents")
-            items.add_action(
+            return items.add_action(
                 ActionItem(
                     id="",
                     tool=tool.strip(),
@@ -193,14 +203,13 @@ def correct_state(
                     reason=reason,
                 )
             )
-        elif op == StateOp.ACTION_REVERSED:
-            items.reverse_action(action_id=target_id, reason=reason)
-        elif op == StateOp.CONSTRAINT_EDITED:
-            items.edit_constraint(constraint_id=target_id, text=_text(text))
-        elif op == StateOp.QUESTION_RESOLVED:
-            items.resolve_question(question=target_id or _text(text))
-        else:
-            _apply(items, op=op, text=text, at_turn=turn)
+        if op == StateOp.ACTION_REVERSED:
+            return items.reverse_action(action_id=target_id, reason=reason)
+        if op == StateOp.CONSTRAINT_EDITED:
+            return items.edit_constraint(constraint_id=target_id, text=_text(text))
+        if op == StateOp.QUESTION_RESOLVED:
+            return items.resolve_question(question=target_id or _text(text))
+        return _apply(items, op=op, text=text, at_turn=turn)
 
     _, pinned = change_pinned_state(
         ticket=ticket,

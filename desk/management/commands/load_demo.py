@@ -10,6 +10,7 @@ from desk.demo import SEED_CLASS, demo_status, generated_ticket, reference_ticke
 from desk.importer import ImportTicket, import_ticket, load_file
 from tickets.accounts import ADMIN, SUPERVISOR, create_agent, create_person
 from tickets.models import Ticket, TicketClass
+from tickets.services.actors import SYSTEM
 from tickets.services.classes import save_ticket_class
 from tickets.services.lifecycle import set_ticket_status
 
@@ -42,7 +43,9 @@ class Command(BaseCommand):
             report = import_ticket(doc, source=str(path) if doc in docs else "generated")
             status = statuses.get(doc.ticket_id, "open")
             if status != "open":
-                set_ticket_status(ticket=Ticket.objects.get(ticket_id=doc.ticket_id), status=status)
+                set_ticket_status(
+                    ticket=Ticket.objects.get(ticket_id=doc.ticket_id), status=status, by=SYSTEM
+                )
             self.stdout.write(
                 f"[{number}/{len(todo)}] {report.line()}" + (f", {status}" if status != "open" else "")
             )

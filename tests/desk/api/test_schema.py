@@ -33,6 +33,8 @@ def test_the_schema_is_valid_openapi_3_and_lists_every_endpoint(schema: dict) ->
         ("GET", "/api/v1/tickets/{ticket_id}/state/"),
         ("POST", "/api/v1/tickets/{ticket_id}/state/"),
         ("POST", "/api/v1/tickets/{ticket_id}/actions/"),
+        ("PATCH", "/api/v1/tickets/{ticket_id}/actions/{action_id}/"),
+        ("GET", "/api/v1/tickets/{ticket_id}/history/"),
         ("GET", "/api/v1/tickets/{ticket_id}/context/"),
         ("GET", "/api/v1/tickets/{ticket_id}/compactions/"),
     }
