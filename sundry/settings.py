@@ -107,6 +107,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "desk.middleware.ApiErrorsMiddleware",
 ]
 
 ROOT_URLCONF = "sundry.urls"

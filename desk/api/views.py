@@ -7,6 +7,7 @@ from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
@@ -242,8 +243,10 @@ class CompactionListView(DeskAPIView):
         return Response(serializers.CompactionOut(events, many=True).data)
 
 
+@csrf_exempt
 def not_found(request: HttpRequest, path: str = "") -> JsonResponse:
-    """Any other address under /api/v1/ gets a JSON 404 too, not an HTML page."""
+    """Any other address under /api/ gets a JSON 404 too, whatever the method: not an HTML page, not a CSRF
+    refusal (there is no session to protect on an address that does nothing)."""
     return JsonResponse(
         {"error": "not_found", "message": f"no API endpoint at {request.path}; see /api/v1/docs/"}, status=404
     )
