@@ -70,6 +70,11 @@ SECRET_KEY = env_str("SECRET_KEY")
 if PRODUCTION:
     if not SECRET_KEY:
         raise ImproperlyConfigured("SUNDRY_ENV=production needs SECRET_KEY")
+    if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
+        raise ImproperlyConfigured(
+            "SUNDRY_ENV=production needs a SECRET_KEY of at least 50 characters (5 or more distinct), e.g. "
+            "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
     if DEBUG:
         raise ImproperlyConfigured("SUNDRY_ENV=production refuses to start with DEBUG on")
 elif not SECRET_KEY:
@@ -213,6 +218,35 @@ LOGGING = {
     "loggers": {"django.tasks": {"level": "WARNING"}},
 }
 
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto` (value https) or `X-Forwarded-Proto=https`: the header a TLS-terminating proxy sets."""
+    raw = env_str(name).strip()
+    if not raw:
+        return None
+    header, _, value = raw.partition("=")
+    header = header.strip()
+    if not header or any(c.isspace() for c in header):
+        raise ImproperlyConfigured(
+            f"{name}={raw!r}: expected a header name such as X-Forwarded-Proto[=https]"
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), value.strip() or "https"
+
+
+# HTTPS. Production redirects http to https and sends HSTS by default; behind a TLS-terminating proxy set
+# SECURE_PROXY_SSL_HEADER (the proxy must overwrite that header) or, if the proxy redirects itself,
+# SECURE_SSL_REDIRECT=0.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
 if PRODUCTION:
     SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
     CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+    if SECURE_HSTS_SECONDS < 0:
+        raise ImproperlyConfigured("SECURE_HSTS_SECONDS must be 0 (off) or a positive number of seconds")
+    if not SECURE_HSTS_PRELOAD:
+        # Asking browsers' preload lists to hard-code the domain is a deliberate, hard-to-undo choice
+        # (SECURE_HSTS_PRELOAD=1), so its absence is not a deployment warning here.
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
