@@ -39,9 +39,8 @@ def run(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def read(**env: str) -> dict[str, str]:
-    code = (
-        "import sundry.settings as s; print('|'.join(repr(getattr(s, n, None)) for n in %r))" % SETTINGS_READ
-    )
+    names = ", ".join(SETTINGS_READ)
+    code = f"import sundry.settings as s; print('|'.join(repr(getattr(s, n, None)) for n in {names.split(', ')!r}))"
     result = run(["-c", code], **env)
     assert result.returncode == 0, result.stderr
     return dict(zip(SETTINGS_READ, result.stdout.strip().split("|"), strict=True))
