@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.defaults import server_error as django_server_error
@@ -58,3 +59,20 @@ def server_error(request: HttpRequest, template_name: str = "500.html") -> HttpR
             status=500,
         )
     return django_server_error(request, template_name)
+
+
+def client_address(request: HttpRequest) -> str:
+    """The client's address for throttling (logins and API tokens alike).
+
+    REMOTE_ADDR, unless SUNDRY_TRUSTED_PROXIES says how many proxies in front of the desk append to
+    X-Forwarded-For: then the entry the outermost trusted proxy appended (clients cannot forge it).
+    """
+    proxies = settings.SUNDRY_TRUSTED_PROXIES
+    remote = str(request.META.get("REMOTE_ADDR") or "unknown")
+    if proxies <= 0:
+        return remote
+    forwarded = [part.strip() for part in str(request.META.get("HTTP_X_FORWARDED_FOR", "")).split(",")]
+    forwarded = [part for part in forwarded if part]
+    if len(forwarded) < proxies:
+        return remote
+    return forwarded[-proxies]

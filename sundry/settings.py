@@ -91,7 +91,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
@@ -167,6 +166,12 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
+# Failed API token authentications: after this many from one client address, 429 until the cool-off ends.
+SUNDRY_API_AUTH_FAILURE_LIMIT = env_int("SUNDRY_API_AUTH_FAILURE_LIMIT", 20)
+SUNDRY_API_AUTH_COOLOFF_SECONDS = env_int("SUNDRY_API_AUTH_COOLOFF_SECONDS", 300)
+# How many proxies in front of the desk append to X-Forwarded-For (0: use the connection's address).
+SUNDRY_TRUSTED_PROXIES = env_int("SUNDRY_TRUSTED_PROXIES", 0)
+
 # Largest request body the desk accepts (the API answers 413 above it).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SUNDRY_MAX_BODY_BYTES", 256 * 1024)
 
@@ -180,7 +185,7 @@ TASKS = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "desk.api.authentication.HashedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -46,7 +46,8 @@ def correction(ticket: Ticket) -> dict[str, str]:
 
 
 def test_an_agent_cannot_use_the_pages_nor_correct_the_state(t40118: Ticket) -> None:
-    agent = User.objects.get(auth_token__key=create_agent(name="bot-2"))
+    create_agent(name="bot-2")
+    agent = User.objects.get(username="bot-2")
     pages = browser(agent)
     for path in (
         "/",

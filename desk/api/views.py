@@ -10,13 +10,14 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from desk.api import headers, schema, selectors, serializers
+from desk.api.authentication import HashedTokenAuthentication
 from desk.api.exceptions import desk_exception_handler
 from desk.api.parsers import BoundedJSONParser
 from desk.api.permissions import AgentWritesStaffReads
@@ -30,7 +31,7 @@ from tickets.services.state_changes import change_state
 class DeskAPIView(APIView):
     """Token auth for agents, session auth for people in a browser; JSON in, JSON out, JSON errors."""
 
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    authentication_classes = [HashedTokenAuthentication, SessionAuthentication]
     permission_classes = [AgentWritesStaffReads]
     parser_classes = [BoundedJSONParser]
     renderer_classes = [JSONRenderer]
