@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 from django.views.defaults import server_error as django_server_error
 
 logger = logging.getLogger(__name__)
@@ -76,3 +79,25 @@ def client_address(request: HttpRequest) -> str:
     if len(forwarded) < proxies:
         return remote
     return forwarded[-proxies]
+
+
+def locked_out(request: HttpRequest, original_response: Any = None, credentials: Any = None) -> HttpResponse:
+    """django-axes' answer to a locked-out login: our page with the cool-off in minutes, status 429."""
+    username = ""
+    if isinstance(credentials, dict):
+        username = str(credentials.get("username") or "")
+    elif request.method == "POST":
+        username = str(request.POST.get("username", ""))
+    minutes = max(1, math.ceil(settings.AXES_COOLOFF_TIME.total_seconds() / 60))
+    response = render(
+        request,
+        "registration/locked_out.html",
+        {
+            "username": username[:150],
+            "failure_limit": settings.AXES_FAILURE_LIMIT,
+            "cooloff_minutes": minutes,
+        },
+        status=429,
+    )
+    response["Retry-After"] = str(minutes * 60)
+    return response

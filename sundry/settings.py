@@ -8,6 +8,7 @@ SECRET_KEY or with DEBUG on.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -95,6 +96,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "django_tasks_db",
+    "axes",
     "tickets",
     "compaction",
     "desk",
@@ -112,7 +114,28 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "desk.middleware.ApiErrorsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into our 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes): failures are counted per account and, separately, per client address;
+# at the limit that account (or address) is refused with templates/registration/locked_out.html (429)
+# (desk.middleware.locked_out)
+# until the cool-off has passed since the last failure.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("SUNDRY_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("SUNDRY_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_CALLABLE = "desk.middleware.locked_out"
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "desk.middleware.client_address"
+AXES_VERBOSE = False
+if AXES_FAILURE_LIMIT < 1 or timedelta(0) >= AXES_COOLOFF_TIME:
+    raise ImproperlyConfigured("SUNDRY_LOGIN_FAILURE_LIMIT and SUNDRY_LOGIN_COOLOFF_MINUTES must be positive")
 
 ROOT_URLCONF = "sundry.urls"
 WSGI_APPLICATION = "sundry.wsgi.application"

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.http import HttpRequest
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -59,7 +60,9 @@ def test_an_agent_cannot_use_the_pages_nor_correct_the_state(t40118: Ticket) -> 
     version = PinnedState.objects.get(ticket=t40118).version
     assert pages.post(f"/tickets/{t40118.ticket_id}/state/", correction(t40118)).status_code == 403
     assert PinnedState.objects.get(ticket=t40118).version == version
-    assert not pages.login(username="bot-2", password="")  # an unusable password: no session at all
+    assert not pages.login(
+        request=HttpRequest(), username="bot-2", password=""
+    )  # an unusable password: no session at all
 
 
 def test_a_supervisor_corrects_the_state_but_cannot_change_budgets(t40118: Ticket) -> None:
