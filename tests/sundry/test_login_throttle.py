@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from axes.models import AccessAttempt
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.django_db
 PASSWORD = "correct-horse-battery"
 
 
-def attempt(username: str, password: str, address: str = "198.51.100.1") -> object:
+def attempt(username: str, password: str, address: str = "198.51.100.1") -> Any:
     return Client(REMOTE_ADDR=address).post(
         "/accounts/login/", {"username": username, "password": password, "next": "/"}
     )
