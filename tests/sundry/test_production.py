@@ -31,7 +31,9 @@ SETTINGS_READ = [
 
 
 def run(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {*PRODUCTION, "DEBUG", *SETTINGS_READ}}
+    # DJANGO_ALLOW_ASYNC_UNSAFE is set by the browser tests' conftest; check --deploy rightly warns about it.
+    dropped = {*PRODUCTION, "DEBUG", "DJANGO_ALLOW_ASYNC_UNSAFE", *SETTINGS_READ}
+    clean = {k: v for k, v in os.environ.items() if k not in dropped}
     clean.update(env)
     return subprocess.run(
         [sys.executable, *args], cwd=settings.BASE_DIR, env=clean, capture_output=True, text=True, check=False
