@@ -64,14 +64,14 @@ def server_error(request: HttpRequest, template_name: str = "500.html") -> HttpR
     return django_server_error(request, template_name)
 
 
-def client_address(request: HttpRequest) -> str:
+def client_address(request: HttpRequest) -> str | None:
     """The client's address for throttling (logins and API tokens alike).
 
     REMOTE_ADDR, unless SUNDRY_TRUSTED_PROXIES says how many proxies in front of the desk append to
     X-Forwarded-For: then the entry the outermost trusted proxy appended (clients cannot forge it).
     """
     proxies = settings.SUNDRY_TRUSTED_PROXIES
-    remote = str(request.META.get("REMOTE_ADDR") or "unknown")
+    remote = request.META.get("REMOTE_ADDR") or None  # None only for requests made up in code (force_login)
     if proxies <= 0:
         return remote
     forwarded = [part.strip() for part in str(request.META.get("HTTP_X_FORWARDED_FOR", "")).split(",")]

@@ -59,7 +59,7 @@ class HashedTokenAuthentication(BaseAuthentication):
         parts = get_authorization_header(request).split()
         if not parts or parts[0].lower() != KEYWORD.lower().encode():
             return None
-        address = client_address(request._request)
+        address = client_address(request._request) or "unknown"
         wait = _blocked_for(address)
         if wait:
             raise TooManyFailures(
