@@ -8,10 +8,12 @@ SECRET_KEY or with DEBUG on.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -70,6 +72,11 @@ SECRET_KEY = env_str("SECRET_KEY")
 if PRODUCTION:
     if not SECRET_KEY:
         raise ImproperlyConfigured("SUNDRY_ENV=production needs SECRET_KEY")
+    if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
+        raise ImproperlyConfigured(
+            "SUNDRY_ENV=production needs a SECRET_KEY of at least 50 characters (5 or more distinct), e.g. "
+            "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
     if DEBUG:
         raise ImproperlyConfigured("SUNDRY_ENV=production refuses to start with DEBUG on")
 elif not SECRET_KEY:
@@ -86,11 +93,11 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
     "django_tasks_db",
+    "axes",
     "tickets",
     "compaction",
     "desk",
@@ -106,8 +113,48 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "desk.middleware.ApiErrorsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into our 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes): failures are counted per account and, separately, per client address;
+# at the limit that account (or address) is refused with templates/registration/locked_out.html (429)
+# (desk.middleware.locked_out)
+# until the cool-off has passed since the last failure.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("SUNDRY_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("SUNDRY_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_CALLABLE = "desk.middleware.locked_out"
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "desk.middleware.client_address"
+AXES_VERBOSE = False
+if AXES_FAILURE_LIMIT < 1 or timedelta(0) >= AXES_COOLOFF_TIME:
+    raise ImproperlyConfigured("SUNDRY_LOGIN_FAILURE_LIMIT and SUNDRY_LOGIN_COOLOFF_MINUTES must be positive")
+
+# Content-Security-Policy on every response: scripts and styles only from our own origin (a script
+# element may carry {{ csp_nonce }}; none needs to). Style *attributes* are allowed: the queue draws its
+# token bars with a computed width. The API docs (Swagger UI) get their own policy in desk/api/urls.py.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF],
+    "style-src-attr": [CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "font-src": [CSP.SELF],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 
 ROOT_URLCONF = "sundry.urls"
 WSGI_APPLICATION = "sundry.wsgi.application"
@@ -122,6 +169,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.csp",
             ],
         },
     },
@@ -161,6 +209,12 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
+# Failed API token authentications: after this many from one client address, 429 until the cool-off ends.
+SUNDRY_API_AUTH_FAILURE_LIMIT = env_int("SUNDRY_API_AUTH_FAILURE_LIMIT", 20)
+SUNDRY_API_AUTH_COOLOFF_SECONDS = env_int("SUNDRY_API_AUTH_COOLOFF_SECONDS", 300)
+# How many proxies in front of the desk append to X-Forwarded-For (0: use the connection's address).
+SUNDRY_TRUSTED_PROXIES = env_int("SUNDRY_TRUSTED_PROXIES", 0)
+
 # Largest request body the desk accepts (the API answers 413 above it).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SUNDRY_MAX_BODY_BYTES", 256 * 1024)
 
@@ -174,7 +228,7 @@ TASKS = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "desk.api.authentication.HashedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -212,6 +266,35 @@ LOGGING = {
     "loggers": {"django.tasks": {"level": "WARNING"}},
 }
 
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto` (value https) or `X-Forwarded-Proto=https`: the header a TLS-terminating proxy sets."""
+    raw = env_str(name).strip()
+    if not raw:
+        return None
+    header, _, value = raw.partition("=")
+    header = header.strip()
+    if not header or any(c.isspace() for c in header):
+        raise ImproperlyConfigured(
+            f"{name}={raw!r}: expected a header name such as X-Forwarded-Proto[=https]"
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), value.strip() or "https"
+
+
+# HTTPS. Production redirects http to https and sends HSTS by default; behind a TLS-terminating proxy set
+# SECURE_PROXY_SSL_HEADER (the proxy must overwrite that header) or, if the proxy redirects itself,
+# SECURE_SSL_REDIRECT=0.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
 if PRODUCTION:
     SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
     CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+    if SECURE_HSTS_SECONDS < 0:
+        raise ImproperlyConfigured("SECURE_HSTS_SECONDS must be 0 (off) or a positive number of seconds")
+    if not SECURE_HSTS_PRELOAD:
+        # Asking browsers' preload lists to hard-code the domain is a deliberate, hard-to-undo choice
+        # (SECURE_HSTS_PRELOAD=1), so its absence is not a deployment warning here.
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]

@@ -1,11 +1,17 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
+
+from desk.api.views import not_found
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", include("desk.api.urls")),
+    # /api, /api/v1 (no slash), /api/v2/...: JSON 404s, never an HTML page or a slash-appending redirect.
+    re_path(r"^api(?:/.*)?$", not_found),
     path("", include("desk.pages.urls")),
 ]
+
+handler500 = "desk.middleware.server_error"

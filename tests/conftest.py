@@ -64,3 +64,11 @@ def openai_server(monkeypatch: pytest.MonkeyPatch):
             yield fake
 
     return start
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    """The API's failed-authentication counters live in the cache: no test inherits another's failures."""
+    from django.core.cache import cache
+
+    cache.clear()

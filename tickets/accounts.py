@@ -1,13 +1,23 @@
-"""Users and roles: agents (service accounts with a token), supervisors and admins are Django groups."""
+"""Users and roles: agents (service accounts with a token), supervisors and admins are Django groups.
+
+Agent tokens are stored hashed (tickets.models.AgentToken): the key is shown once, when it is issued.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import Group, User
 from django.db import transaction
-from rest_framework.authtoken.models import Token
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from tickets.models import AgentToken
 
 AGENT = "agent"
 SUPERVISOR = "supervisor"
@@ -34,16 +44,24 @@ class Roles:
         return ADMIN in self.names
 
 
-def roles_of(user: Any) -> Roles:
-    """The one place that reads roles: one query, for the pages and the API alike."""
-    if not getattr(user, "is_authenticated", False):
-        return Roles(frozenset())
-    names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
-    if getattr(user, "is_superuser", False):
+def _roles(names: set[str], *, superuser: bool) -> Roles:
+    if superuser:
         names.add(ADMIN)
     if ADMIN in names:
         names.add(SUPERVISOR)
     return Roles(frozenset(names))
+
+
+def roles_of(user: Any) -> Roles:
+    """The one place that reads roles: one query, for the pages and the API alike; none when the token
+    lookup already read them (authenticate_agent_token)."""
+    if not getattr(user, "is_authenticated", False):
+        return Roles(frozenset())
+    known = getattr(user, "_desk_roles", None)
+    if isinstance(known, Roles):
+        return known
+    names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+    return _roles(names, superuser=getattr(user, "is_superuser", False))
 
 
 def has_role(user: Any, role: str) -> bool:
@@ -62,7 +80,79 @@ def create_agent(*, name: str) -> str:
     user.set_unusable_password()
     user.save(update_fields=["password"])
     user.groups.add(Group.objects.get(name=AGENT))
-    return Token.objects.create(user=user).key
+    return issue_agent_token(user=user)
+
+
+# Tokens: "sd_" + 43 random URL-safe characters (256 bits). The first 12 characters find the row; the
+# SHA-256 of the whole key proves it. Keys migrated from DRF's authtoken (40 hex) work the same way.
+TOKEN_PREFIX_LENGTH = 12
+TOKEN_MAX_LENGTH = 200
+LAST_USED_PRECISION = timedelta(minutes=1)
+
+
+def token_digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def issue_agent_token(*, user: User) -> str:
+    """A new token for the user; the key is returned once and only its digest is kept."""
+    key = "sd_" + secrets.token_urlsafe(32)
+    AgentToken.objects.create(user=user, prefix=key[:TOKEN_PREFIX_LENGTH], digest=token_digest(key))
+    return key
+
+
+@dataclass(frozen=True)
+class AuthenticatedAgent:
+    user: User
+    token: AgentToken
+    roles: Roles
+
+
+def authenticate_agent_token(*, key: str) -> AuthenticatedAgent | None:
+    """The live token for a key and its user's roles, in one query; None for anything else.
+
+    Roles are attached to the user so roles_of needs no query. last_used_at is written at most once a minute.
+    """
+    if not TOKEN_PREFIX_LENGTH < len(key) <= TOKEN_MAX_LENGTH:
+        return None
+    has_role = {
+        f"has_{role}": Exists(
+            User.groups.through.objects.filter(user_id=OuterRef("user_id"), group__name=role)
+        )
+        for role in ROLES
+    }
+    token = (
+        AgentToken.objects.select_related("user")
+        .filter(prefix=key[:TOKEN_PREFIX_LENGTH], revoked_at__isnull=True, user__is_active=True)
+        .annotate(**has_role)
+        .first()
+    )
+    if token is None or not hmac.compare_digest(token.digest, token_digest(key)):
+        return None
+    user = token.user
+    names = {role for role in ROLES if getattr(token, f"has_{role}")}
+    roles = _roles(names, superuser=user.is_superuser)
+    user._desk_roles = roles  # type: ignore[attr-defined]  # read by roles_of
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_PRECISION:
+        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return AuthenticatedAgent(user=user, token=token, roles=roles)
+
+
+@transaction.atomic
+def revoke_agent_tokens(*, username: str | None = None, prefix: str | None = None) -> int:
+    """Revoke every live token of a user, or the one token with a prefix; how many were revoked."""
+    if (username is None) == (prefix is None):
+        raise ValueError("name a user or a token prefix, not both")
+    live = AgentToken.objects.filter(revoked_at__isnull=True)
+    if username is not None:
+        if not User.objects.filter(username=username).exists():
+            raise ValueError(f"no user named {username!r}")
+        live = live.filter(user__username=username)
+    else:
+        live = live.filter(prefix=prefix)
+    return live.update(revoked_at=timezone.now())
 
 
 @transaction.atomic

@@ -4,11 +4,14 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from tickets.accounts import revoke_agent_tokens
 from tickets.identity import CatalogError, ToolCatalog
 from tickets.models import (
     ActorKind,
+    AgentToken,
     IdempotencyRecord,
     PinnedState,
     RefusedAttempt,
@@ -196,3 +199,30 @@ class StateChangeAdmin(AppendOnlyAdmin):
 class IdempotencyRecordAdmin(AppendOnlyAdmin):
     list_display = ["ticket", "key", "response_status", "created_at"]
     list_select_related = ["ticket"]
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(admin.ModelAdmin):
+    """Agents' API tokens: who, the key's prefix, when last used; revocable. The digest is never shown and
+    the secret is not stored: `manage.py create_agent` prints a key once."""
+
+    list_display = ["prefix", "user", "created_at", "last_used_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    list_select_related = ["user"]
+    search_fields = ["prefix", "user__username"]
+    fields = ["prefix", "user", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["prefix", "user", "created_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke the selected tokens", permissions=["change"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
+        count = sum(
+            revoke_agent_tokens(prefix=token.prefix) for token in queryset.filter(revoked_at__isnull=True)
+        )
+        self.message_user(request, f"revoked {count} token(s)")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # `manage.py create_agent` issues tokens and prints the key once
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # revoked tokens stay, with their last use, for the record

@@ -404,3 +404,23 @@ class TicketStatusChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.ticket_id} {self.from_status} -> {self.to_status}"
+
+
+class AgentToken(models.Model):
+    """An agent's API token, stored as a lookup prefix and the SHA-256 digest of the whole key.
+
+    The key is high-entropy and random, so a fast hash is enough; the secret is shown once, never stored.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_tokens")
+    prefix = models.CharField(max_length=16, unique=True, help_text="The key's first characters, for lookup.")
+    digest = models.CharField(max_length=64, help_text="SHA-256 of the whole key (hex).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"

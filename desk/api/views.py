@@ -7,15 +7,17 @@ from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from desk.api import headers, schema, selectors, serializers
+from desk.api.authentication import HashedTokenAuthentication
 from desk.api.exceptions import desk_exception_handler
 from desk.api.parsers import BoundedJSONParser
 from desk.api.permissions import AgentWritesStaffReads
@@ -30,7 +32,7 @@ from tickets.services.state_changes import change_state
 class DeskAPIView(APIView):
     """Token auth for agents, session auth for people in a browser; JSON in, JSON out, JSON errors."""
 
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    authentication_classes = [HashedTokenAuthentication, SessionAuthentication]
     permission_classes = [AgentWritesStaffReads]
     parser_classes = [BoundedJSONParser]
     renderer_classes = [JSONRenderer]
@@ -318,8 +320,10 @@ class CompactionListView(DeskAPIView):
         return Response(serializers.CompactionOut(events, many=True).data)
 
 
+@csrf_exempt
 def not_found(request: HttpRequest, path: str = "") -> JsonResponse:
-    """Any other address under /api/v1/ gets a JSON 404 too, not an HTML page."""
+    """Any other address under /api/ gets a JSON 404 too, whatever the method: not an HTML page, not a CSRF
+    refusal (there is no session to protect on an address that does nothing)."""
     return JsonResponse(
         {"error": "not_found", "message": f"no API endpoint at {request.path}; see /api/v1/docs/"}, status=404
     )

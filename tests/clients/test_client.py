@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
 from sundry_desk_client import (
     DeskClient,
     Forbidden,
@@ -17,7 +16,7 @@ from sundry_desk_client import (
 )
 
 from tests.clients.conftest import open_t40118
-from tickets.accounts import create_person
+from tickets.accounts import create_person, issue_agent_token
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
 
 REFUND = {"tool": "issue_refund", "item": "garden-table", "amount_cents": 4000}
@@ -188,7 +187,7 @@ def test_a_supervisor_token_cannot_write_and_raises_forbidden(
 ) -> None:
     ticket_id = open_t40118(client)
     sally = create_person(username="sally", password="correct-horse-battery", role="supervisor")
-    key = Token.objects.create(user=sally).key
+    key = issue_agent_token(user=sally)
     with DeskClient(desk_url, key) as supervisor:
         assert supervisor.get_ticket(ticket_id).ticket_id == ticket_id  # supervisors read
         with pytest.raises(Forbidden) as raised:

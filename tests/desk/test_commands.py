@@ -5,12 +5,11 @@ from io import StringIO
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
-from rest_framework.authtoken.models import Token
 
 from desk.pages.metrics import compaction_metrics
 from desk.pages.queue import QueueFilters, QueueFlag, queue_tickets
-from tickets.accounts import AGENT, has_role
-from tickets.models import Ticket
+from tickets.accounts import AGENT, authenticate_agent_token, has_role
+from tickets.models import AgentToken, Ticket
 
 pytestmark = pytest.mark.django_db
 
@@ -19,10 +18,12 @@ def test_create_agent_prints_its_token_as_the_last_line() -> None:
     out = StringIO()
     call_command("create_agent", "bot-1", stdout=out)
     last = out.getvalue().strip().splitlines()[-1]
-    token = Token.objects.get(key=last)
-    assert token.user.username == "bot-1"
+    token = authenticate_agent_token(key=last)
+    assert token is not None and token.user.username == "bot-1"
     assert has_role(token.user, AGENT)
     assert not token.user.has_usable_password()  # agents cannot log in to the pages
+    stored = AgentToken.objects.get(user=token.user)
+    assert last not in (stored.prefix, stored.digest) and stored.digest != last  # only a digest is kept
 
 
 def test_create_agent_refuses_an_existing_name() -> None:

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from django.contrib.auth.models import User
+from django.http import HttpRequest
 from django.test import Client
 
 from desk.turns import receive_turn
@@ -26,7 +27,7 @@ CATALOG_FIELDS = {
 def admin_client_logged_in() -> Client:
     User.objects.create_superuser("root", password="pw-root-123")
     client = Client()
-    client.login(username="root", password="pw-root-123")
+    client.login(request=HttpRequest(), username="root", password="pw-root-123")
     return client
 
 

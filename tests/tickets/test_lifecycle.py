@@ -37,7 +37,7 @@ def test_setting_the_status_a_ticket_already_has_writes_no_audit_row(ticket: Tic
 def test_the_admins_status_edit_goes_through_the_audited_service(ticket: Ticket) -> None:
     User.objects.create_superuser("root", password="pw-root-123")
     client = Client()
-    client.login(username="root", password="pw-root-123")
+    client.force_login(User.objects.get(username="root"))
     response = client.post(
         f"/admin/tickets/ticket/{ticket.pk}/change/",
         {"status": "resolved", "status_reason": "refund confirmed"},

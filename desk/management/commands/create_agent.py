@@ -18,5 +18,8 @@ class Command(BaseCommand):
             token = create_agent(name=options["name"])
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"agent {options['name']} created; its API token:")
+        self.stdout.write(
+            f"agent {options['name']} created; its API token (shown once, stored hashed; revoke it with "
+            f"`manage.py revoke_agent_token {options['name']}`):"
+        )
         self.stdout.write(token)

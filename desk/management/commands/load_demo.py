@@ -4,11 +4,17 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandParser
-from rest_framework.authtoken.models import Token
 
 from desk.demo import SEED_CLASS, demo_status, generated_ticket, reference_ticket_path
 from desk.importer import ImportTicket, import_ticket, load_file
-from tickets.accounts import ADMIN, SUPERVISOR, create_agent, create_person
+from tickets.accounts import (
+    ADMIN,
+    SUPERVISOR,
+    create_agent,
+    create_person,
+    issue_agent_token,
+    revoke_agent_tokens,
+)
 from tickets.models import Ticket, TicketClass
 from tickets.services.actors import SYSTEM
 from tickets.services.classes import save_ticket_class
@@ -53,9 +59,12 @@ class Command(BaseCommand):
         for username, password, role in DEMO_PEOPLE:
             if not User.objects.filter(username=username).exists():
                 create_person(username=username, password=password, role=role)
-        if not User.objects.filter(username="demo-agent").exists():
-            create_agent(name="demo-agent")
-        token = Token.objects.get(user__username="demo-agent").key
+        demo_agent = User.objects.filter(username="demo-agent").first()
+        if demo_agent is None:
+            token = create_agent(name="demo-agent")
+        else:  # tokens are stored hashed: a new run issues a new one and revokes the earlier ones
+            revoke_agent_tokens(username="demo-agent")
+            token = issue_agent_token(user=demo_agent)
         self.stdout.write(
             self.style.SUCCESS(
                 "demo users: supervisor / supervisor-demo, admin / admin-demo (log in at /accounts/login/)\n"

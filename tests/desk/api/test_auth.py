@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from tests.desk.api.conftest import REFUND, post_action, post_state, post_turn, url
-from tickets.accounts import create_agent, create_person
+from tickets.accounts import create_agent, create_person, issue_agent_token
 from tickets.models import StateChange, StateOp, Ticket, Turn
 
 pytestmark = pytest.mark.django_db
@@ -46,10 +46,8 @@ def test_each_agent_has_its_own_token_and_its_writes_are_audited_as_itself(
 
 def test_supervisor_writing_through_the_api_is_answered_403(supervisor_user: User, ticket: Ticket) -> None:
     """Even with a token, a supervisor may not append turns, record actions or change the state."""
-    from rest_framework.authtoken.models import Token
-
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=supervisor_user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue_agent_token(user=supervisor_user)}")
     assert post_turn(client, ticket, role="customer", content="hi").status_code == 403
     refused = post_action(client, ticket, "k1", **REFUND)
     assert refused.status_code == 403

@@ -19,7 +19,7 @@ from tickets.services.state_changes import correct_state
 pytestmark = pytest.mark.django_db
 
 # Token auth, roles, the ticket, the count, the page, one read per kind (five), the pinned state.
-HISTORY_QUERIES = 11
+HISTORY_QUERIES = 10
 
 
 def busy_ticket(agent: APIClient, rounds: int = 4, ticket_id: str = "T-H") -> Ticket:

@@ -64,4 +64,7 @@ def test_the_docs_page_loads_swagger_ui_from_vendored_static_files(client: Clien
     html = response.content.decode()
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in html
     assert "cdn" not in html.lower() and "https://" not in html
-    assert "/api/v1/schema/" in html
+    assert (
+        '<script src="/api/v1/docs/?script="></script>' in html
+    )  # start-up code as a file: no inline script
+    assert "/api/v1/schema/" in client.get("/api/v1/docs/?script=").content.decode()

@@ -1,0 +1,103 @@
+"""Last-resort answers for the API: JSON when the database is unreachable (503) or a bug escapes (500)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.defaults import server_error as django_server_error
+
+logger = logging.getLogger(__name__)
+
+API_PREFIX = "/api/"
+DATABASE_RETRY_AFTER_SECONDS = 5
+
+
+def is_api(request: HttpRequest) -> bool:
+    return request.path.startswith(API_PREFIX)
+
+
+def database_unavailable() -> JsonResponse:
+    response = JsonResponse(
+        {
+            "error": "database_unavailable",
+            "message": "the desk cannot reach its database; nothing was recorded, retry shortly",
+        },
+        status=503,
+    )
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+    return response
+
+
+class ApiErrorsMiddleware:
+    """An API request whose database is down is answered 503 in JSON, not Django's HTML 500 page."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if is_api(request) and isinstance(exception, OperationalError | InterfaceError):
+            logger.error("database unavailable on %s %s: %s", request.method, request.path, exception)
+            return database_unavailable()
+        return None
+
+
+def server_error(request: HttpRequest, template_name: str = "500.html") -> HttpResponse:
+    """handler500: JSON under /api/, Django's page elsewhere. Django has logged the exception already."""
+    if is_api(request):
+        return JsonResponse(
+            {
+                "error": "server_error",
+                "message": "the desk failed to answer this request; it has been logged",
+            },
+            status=500,
+        )
+    return django_server_error(request, template_name)
+
+
+def client_address(request: HttpRequest) -> str | None:
+    """The client's address for throttling (logins and API tokens alike).
+
+    REMOTE_ADDR, unless SUNDRY_TRUSTED_PROXIES says how many proxies in front of the desk append to
+    X-Forwarded-For: then the entry the outermost trusted proxy appended (clients cannot forge it).
+    """
+    proxies = settings.SUNDRY_TRUSTED_PROXIES
+    remote = request.META.get("REMOTE_ADDR") or None  # None only for requests made up in code (force_login)
+    if proxies <= 0:
+        return remote
+    forwarded = [part.strip() for part in str(request.META.get("HTTP_X_FORWARDED_FOR", "")).split(",")]
+    forwarded = [part for part in forwarded if part]
+    if len(forwarded) < proxies:
+        return remote
+    return forwarded[-proxies]
+
+
+def locked_out(request: HttpRequest, original_response: Any = None, credentials: Any = None) -> HttpResponse:
+    """django-axes' answer to a locked-out login: our page with the cool-off in minutes, status 429."""
+    username = ""
+    if isinstance(credentials, dict):
+        username = str(credentials.get("username") or "")
+    elif request.method == "POST":
+        username = str(request.POST.get("username", ""))
+    minutes = max(1, math.ceil(settings.AXES_COOLOFF_TIME.total_seconds() / 60))
+    response = render(
+        request,
+        "registration/locked_out.html",
+        {
+            "username": username[:150],
+            "failure_limit": settings.AXES_FAILURE_LIMIT,
+            "cooloff_minutes": minutes,
+        },
+        status=429,
+    )
+    response["Retry-After"] = str(minutes * 60)
+    return response
