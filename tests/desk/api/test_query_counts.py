@@ -14,9 +14,10 @@ from tickets.services.lifecycle import open_ticket
 
 pytestmark = pytest.mark.django_db
 
-# Token auth (1), the user's roles (1), then the endpoint's own reads.
+# Token auth (1), the user's roles (1), then the endpoint's own reads (context: the ticket with its state and
+# active summary, then the turns since).
 STATE_QUERIES = 3
-CONTEXT_QUERIES = 6
+CONTEXT_QUERIES = 4
 
 
 def grown_ticket(rounds: int) -> Ticket:
@@ -71,7 +72,32 @@ def test_ticket_detail_and_compactions_cost_a_constant_number_of_queries(
     agent: APIClient, short_and_long: tuple[Ticket, Ticket], django_assert_num_queries
 ) -> None:
     for ticket in short_and_long:
-        with django_assert_num_queries(6):
+        # The token figures come from stored sums: no query adds up the turns again.
+        with django_assert_num_queries(5):
             assert agent.get(url(ticket)).status_code == 200
         with django_assert_num_queries(4):
             assert agent.get(url(ticket, "compactions")).status_code == 200
+
+
+def test_the_context_leaves_the_actions_bookkeeping_out_and_the_state_keeps_it(
+    agent: APIClient, short_and_long: tuple[Ticket, Ticket]
+) -> None:
+    """What the model reads has no idempotency keys or recorded_by; the state an agent's code reads has them."""
+    short, _ = short_and_long
+    context = agent.get(url(short, "context")).json()
+    state = agent.get(url(short, "state")).json()
+    assert context["pinned_state"]["actions_taken"][0] == {
+        k: v for k, v in state["actions_taken"][0].items() if k not in {"idempotency_key", "recorded_by"}
+    }
+    assert state["actions_taken"][0]["idempotency_key"] == "k0"
+    assert "idempotency_key" not in context["pinned_state"]["actions_taken"][0]
+
+
+def test_the_ticket_figures_from_stored_sums_match_the_assembled_context(
+    agent: APIClient, short_and_long: tuple[Ticket, Ticket]
+) -> None:
+    """The ticket's token figures (from Ticket.context_tokens) are the context's own, before and after compaction."""
+    for ticket in short_and_long:
+        detail = agent.get(url(ticket)).json()
+        context = agent.get(url(ticket, "context")).json()
+        assert detail["tokens"] == context["tokens"]
