@@ -74,7 +74,8 @@ def test_chart_plots_the_assembled_size_of_every_turn_against_the_threshold(
     svg = html[html.index("<svg") : html.index("</svg>")]
     assert 'data-threshold="6400"' in svg
     assert svg.count('<circle class="dot') == 26
-    assert "compaction #2: 7231 → " in svg
+    # 7210: the pinned state is counted as the model reads it, without idempotency keys or recorded_by.
+    assert "compaction #2: 7210 → " in svg
 
 
 def test_chart_series_matches_the_replayed_context_at_every_turn(scenario: dict) -> None:
