@@ -54,12 +54,15 @@ lint: venv
 migrations-check: venv
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
-# Speed and memory of the per-turn paths, on a scratch database (rolled back): numbers, never assertions.
-BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
+# The agent's hot paths under load on PostgreSQL: the desk (D) beside a plain Django view (P) and a raw WSGI app
+# (R), gunicorn with 2 sync workers, wrk (or a Python load generator), query counts and growth. Numbers, never
+# assertions; about 8 minutes; writes var/bench.json. The bench database is created if missing and flushed.
+BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/sundry_bench
 bench: venv
 	@mkdir -p var
+	$(BIN)/python -m bench.db "$(BENCH_DATABASE_URL)"
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py migrate --no-input -v 0
-	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py bench
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py bench $(BENCH_ARGS)
 
 # The public tau2-bench file (MIT; a copy with its README under demo/realdata/); override with TAU2_FILE=...
 TAU2_FILE ?= demo/realdata/tau2-retail-gpt-4.1.json

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Sum
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from compaction.context import AssembledContext, TokenBreakdown, TurnView
 from compaction.models import CompactionEvent, CompactionStatus
 from tickets.models import PinnedState, StateChange, Ticket, Turn
+from tickets.state import model_state
+from tickets.tokens import REPLY_PRIMING_TOKENS
 
 
 @dataclass(frozen=True)
@@ -43,29 +46,86 @@ def active_compaction(ticket: Ticket, through_turn: int | None = None) -> Compac
     )
 
 
-def context_figures(ticket: Ticket, *, state_tokens: int | None = None) -> ContextFigures:
-    """Token figures of the request an agent would assemble now (3 queries at most)."""
-    ticket_class = ticket.ticket_class
-    active = active_compaction(ticket)
-    first_active = (active.last_replaced_turn or 0) + 1 if active else 1
-    turn_tokens = (
-        Turn.objects.filter(ticket=ticket, number__gte=first_active).aggregate(total=Sum("tokens"))["total"]
-        or 0
+@dataclass(frozen=True)
+class ActiveSummary:
+    """The summary in the request: what it says, what it costs, the turns it replaced."""
+
+    summary: dict[str, Any] | None
+    summary_tokens: int
+    first_replaced_turn: int | None
+    last_replaced_turn: int | None
+
+    @property
+    def first_active_turn(self) -> int:
+        return (self.last_replaced_turn or 0) + 1
+
+
+# The names with_active_summary() annotates a ticket with: the active compaction, read in the ticket's query.
+_ANNOTATED = ("active_summary", "active_summary_tokens", "active_first_replaced", "active_last_replaced")
+
+
+def with_active_summary(tickets: QuerySet[Ticket]) -> QuerySet[Ticket]:
+    """Tickets with their class, pinned state and active summary, all in one query."""
+    newest = CompactionEvent.objects.filter(ticket=OuterRef("pk")).applied().order_by("-number")
+    return tickets.select_related("ticket_class", "pinned_state").annotate(
+        active_summary=Subquery(newest.values("summary")[:1]),
+        active_summary_tokens=Subquery(newest.values("summary_tokens")[:1]),
+        active_first_replaced=Subquery(newest.values("first_replaced_turn")[:1]),
+        active_last_replaced=Subquery(newest.values("last_replaced_turn")[:1]),
     )
+
+
+def active_summary(ticket: Ticket, through_turn: int | None = None) -> ActiveSummary | None:
+    """The summary in the request now (or right after `through_turn`): from the ticket's annotations when
+    with_active_summary() loaded it, else one query."""
+    if through_turn is None and all(hasattr(ticket, name) for name in _ANNOTATED):
+        summary, summary_tokens, first, last = (getattr(ticket, name) for name in _ANNOTATED)
+        if last is None:
+            return None
+        return ActiveSummary(
+            summary=json.loads(summary) if isinstance(summary, str) else summary,
+            summary_tokens=summary_tokens or 0,
+            first_replaced_turn=first,
+            last_replaced_turn=last,
+        )
+    event = active_compaction(ticket, through_turn)
+    if event is None:
+        return None
+    return ActiveSummary(
+        summary=event.summary,
+        summary_tokens=event.summary_tokens,
+        first_replaced_turn=event.first_replaced_turn,
+        last_replaced_turn=event.last_replaced_turn,
+    )
+
+
+def context_figures(ticket: Ticket, *, state_tokens: int | None = None) -> ContextFigures:
+    """Token figures of the request an agent would assemble now, from stored counts (2 queries at most).
+
+    The turns' share is what the ticket's stored total leaves after the other parts: every writer keeps
+    `Ticket.context_tokens` current, so nothing here adds up the turns again.
+    """
+    ticket_class = ticket.ticket_class
+    active = active_summary(ticket)
     if state_tokens is None:
         state_tokens = PinnedState.objects.filter(ticket=ticket).values_list("tokens", flat=True).first() or 0
+    summary_tokens = active.summary_tokens if active else 0
+    turn_tokens = ticket.context_tokens - ticket.system_prompt_tokens - state_tokens - summary_tokens
     breakdown = TokenBreakdown(
         system=ticket.system_prompt_tokens,
         state=state_tokens,
-        summary=active.summary_tokens if active else 0,
-        turns=turn_tokens,
+        summary=summary_tokens,
+        turns=max(turn_tokens - REPLY_PRIMING_TOKENS, 0),
     )
     return ContextFigures(
         tokens=breakdown,
-        first_active_turn=first_active,
+        first_active_turn=active.first_active_turn if active else 1,
         threshold_tokens=ticket_class.threshold_tokens,
         token_budget=ticket_class.token_budget,
     )
+
+
+_TURN_FIELDS = ("number", "role", "content", "tool", "args", "tool_call_id", "boundary", "tokens")
 
 
 def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> AssembledContext:
@@ -74,14 +134,18 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
     With `through_turn`, the request as it stood right after that turn was stored (and any
     compaction it triggered applied): the pinned state as of then, the summary active then, and
     the turns it covered. That is the replay a supervisor needs after an incident.
+
+    Built once, from stored counts: a ticket loaded with with_active_summary() costs one more query (the
+    turns since the summary), whatever the ticket's length.
     """
     ticket_class = ticket.ticket_class
-    active = active_compaction(ticket, through_turn)
-    first_active = (active.last_replaced_turn or 0) + 1 if active else 1
+    active = active_summary(ticket, through_turn)
+    first_active = active.first_active_turn if active else 1
 
     if through_turn is None:
-        pinned = PinnedState.objects.select_related("ticket__ticket_class").get(ticket=ticket)
-        state_json = pinned.agent_json()
+        pinned = ticket.pinned_state
+        pinned.ticket = ticket
+        state_json = model_state(pinned.agent_json())
         state_tokens = pinned.tokens
     else:
         change = (
@@ -90,25 +154,13 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
             .only("after", "after_tokens")
             .first()
         )
-        state_json = change.after if change else {}
+        state_json = model_state(change.after) if change else {}
         state_tokens = change.after_tokens if change else 0
 
     turns_qs = Turn.objects.filter(ticket=ticket, number__gte=first_active).order_by("number")
     if through_turn is not None:
         turns_qs = turns_qs.filter(number__lte=through_turn)
-    turns = [
-        TurnView(
-            number=t.number,
-            role=t.role,
-            content=t.content,
-            tool=t.tool,
-            args=t.args,
-            tool_call_id=t.tool_call_id,
-            boundary=t.boundary,
-            tokens=t.tokens,
-        )
-        for t in turns_qs
-    ]
+    turns = [TurnView(*row) for row in turns_qs.values_list(*_TURN_FIELDS)]
     breakdown = TokenBreakdown(
         system=ticket.system_prompt_tokens,
         state=state_tokens,

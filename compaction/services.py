@@ -32,7 +32,7 @@ from compaction.policy import TurnInfo, at_boundary, complete_prefix, is_due, pl
 from compaction.selectors import active_compaction, assemble_context, pending_compaction
 from compaction.summarizers import SummarizerError, SummaryRequest, get_summarizer
 from compaction.summary import Summary
-from tickets.models import Ticket, TicketClass, Turn
+from tickets.models import PinnedState, Ticket, TicketClass, Turn
 from tickets.services.context_size import set_context_tokens
 from tickets.tokens import REPLY_PRIMING_TOKENS, count_message
 
@@ -61,11 +61,15 @@ class PolicyOutcome:
     status: str
     event: CompactionEvent | None = None
     reason: str = ""
+    # The system prompt and pinned state alone reach the threshold: compacting turns cannot help.
+    state_over_threshold: bool = False
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status}
         if self.reason:
             out["reason"] = self.reason
+        if self.state_over_threshold:
+            out["state_over_threshold"] = True
         event = self.event
         if event is None:
             return out
@@ -187,6 +191,21 @@ def _claim(*, ticket: Ticket, turn: Turn, total: int, reason: str = "") -> Compa
         return None  # this turn already compacted, or another claim is pending: the constraints decided
 
 
+def _state_over_threshold(ticket: Ticket, *, over_budget: bool) -> str:
+    """Why compacting cannot help, or "": the parts no compaction replaces (system prompt, pinned state,
+    framing) already reach the threshold, and either the request is within the budget or they exceed that too."""
+    ticket_class = ticket.ticket_class
+    state_tokens = PinnedState.objects.filter(ticket=ticket).values_list("tokens", flat=True).first() or 0
+    floor = ticket.system_prompt_tokens + state_tokens + REPLY_PRIMING_TOKENS
+    if floor < ticket_class.threshold_tokens or (over_budget and floor < ticket_class.token_budget):
+        return ""
+    return (
+        f"the system prompt and pinned state alone are {floor} tokens, at or over the "
+        f"{ticket_class.threshold_tokens}-token threshold: compacting turns cannot bring the request under it "
+        "(raise the class budget or trim the state)"
+    )
+
+
 def decide(*, ticket: Ticket, turn: Turn) -> Decision:
     """Step 1, inside the turn's transaction (the ticket row is locked by the append).
 
@@ -199,6 +218,9 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
     if not is_due(current, ticket_class.threshold_tokens):
         return Decision(PolicyOutcome(status="not_due"))
     over_budget = current > ticket_class.token_budget
+    futile = _state_over_threshold(ticket, over_budget=over_budget)
+    if futile:
+        return Decision(PolicyOutcome(status="not_due", reason=futile, state_over_threshold=True))
     queued = CompactionEvent.objects.filter(ticket=ticket, status=CompactionStatus.PENDING).first()
     running = None if queued else pending_compaction(ticket)
     window = _window(ticket, _first_active_turn(ticket))

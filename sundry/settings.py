@@ -175,12 +175,25 @@ TEMPLATES = [
     },
 ]
 
+# Connections: kept open between requests and checked before reuse (CONN_MAX_AGE + CONN_HEALTH_CHECKS),
+# the default chosen by `make bench` against a connection per request and Django's PostgreSQL pool (README,
+# "Benchmarks"). DATABASE_POOL=1 uses the pool instead (psycopg_pool: pip install 'psycopg-pool==3.3.3').
+DATABASE_POOL = env_bool("DATABASE_POOL", False)
 DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'sundry.sqlite3'}"),
-        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0),
+        conn_max_age=0 if DATABASE_POOL else env_int("DATABASE_CONN_MAX_AGE", 600),
+        conn_health_checks=env_bool("DATABASE_CONN_HEALTH_CHECKS", True),
     )
 }
+if DATABASE_POOL:
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_POOL=1 needs a PostgreSQL DATABASE_URL")
+    # Per process: a sync gunicorn worker serves one request at a time, so one connection is enough.
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1),
+        "max_size": env_int("DATABASE_POOL_MAX_SIZE", 4),
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(exist_ok=True)
     # Wait for a writer instead of failing at once, and take the write lock when a transaction starts:

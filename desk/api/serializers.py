@@ -206,6 +206,36 @@ class PinnedStateOut(serializers.Serializer):
     credited_cents_total = serializers.IntegerField(help_text="The same, for the class's credit tools.")
 
 
+class ModelActionOut(serializers.Serializer):
+    """An action as the model reads it in the context: no idempotency key, no recording metadata."""
+
+    id = serializers.CharField()
+    at_turn = serializers.IntegerField(allow_null=True)
+    tool = serializers.CharField()
+    item = serializers.CharField(allow_blank=True)
+    amount_cents = serializers.IntegerField()
+    reversible = serializers.BooleanField()
+    args = serializers.DictField()
+    repeat_of = serializers.CharField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+    reversed = serializers.BooleanField()
+    reversed_reason = serializers.CharField(allow_blank=True)
+
+
+class ModelStateOut(serializers.Serializer):
+    """The pinned state as the model reads it (tickets.state.model_state)."""
+
+    ticket = serializers.CharField()
+    order = serializers.CharField()
+    seller_type = serializers.CharField()
+    version = serializers.IntegerField()
+    actions_taken = ModelActionOut(many=True)
+    customer_constraints = TextItemOut(many=True)
+    open_questions = TextItemOut(many=True)
+    decisions = TextItemOut(many=True)
+    refunded_cents_total = serializers.IntegerField()
+
+
 class SummaryOut(serializers.Serializer):
     decisions = serializers.ListField(child=serializers.CharField(allow_blank=True))
     actions_taken = serializers.ListField(child=serializers.CharField(allow_blank=True))
@@ -234,7 +264,7 @@ class PendingCompactionOut(serializers.Serializer):
 
 class ContextOut(serializers.Serializer):
     system_prompt = serializers.CharField(allow_blank=True)
-    pinned_state = PinnedStateOut()
+    pinned_state = ModelStateOut()
     summary = SummaryOut(allow_null=True)
     summary_covers_turns = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
     turns = ContextTurnOut(many=True)
@@ -270,6 +300,13 @@ class PolicyOutcomeOut(serializers.Serializer):
     )
     reason = serializers.CharField(
         required=False, help_text="Why it deferred, was forced, failed or is over budget."
+    )
+    state_over_threshold = serializers.BooleanField(
+        required=False,
+        help_text=(
+            "Present (true) when the system prompt and pinned state alone reach the threshold: compaction is "
+            "skipped, since replacing turns cannot help; reason says by how much."
+        ),
     )
     pending_since = serializers.DateTimeField(required=False)
     upto_turn = serializers.IntegerField(required=False)

@@ -167,7 +167,8 @@ class StateView(DeskAPIView):
         tag = {"ETag": headers.etag(pinned.version)}
         if headers.if_none_match_matches(request.headers.get("If-None-Match"), pinned.version):
             return Response(status=status.HTTP_304_NOT_MODIFIED, headers=tag)
-        return Response(serializers.PinnedStateOut(pinned.agent_json()).data, headers=tag)
+        # Built once: agent_json() is already the documented shape (PinnedStateOut), no serializer walks it again.
+        return Response(pinned.agent_json(), headers=tag)
 
     @extend_schema(
         operation_id="change_state",
@@ -303,8 +304,8 @@ class ContextView(DeskAPIView):
         responses={200: serializers.ContextOut, **schema.errors(401, 403, 404)},
     )
     def get(self, request: Request, ticket_id: str) -> Response:
-        context = selectors.ticket_context(ticket_id)
-        return Response(serializers.ContextOut(context.as_json()).data)
+        # Built once, in the documented shape (ContextOut): no serializer re-walks the turns.
+        return Response(selectors.ticket_context(ticket_id).as_json())
 
 
 class CompactionListView(DeskAPIView):

@@ -14,10 +14,11 @@ from tickets.services.lifecycle import open_ticket
 
 pytestmark = pytest.mark.django_db
 
-# The token and its user's roles (1 query), then the endpoint's own reads. The token's last_used_at is
-# written at most once a minute: the `short_and_long` fixture has used the token once already.
+# The token and its user's roles (1 query), then the endpoint's own reads (context: the ticket with its
+# state and active summary, a pending claim, then the turns since). The token's last_used_at is written at
+# most once a minute: the `short_and_long` fixture has used the token once already.
 STATE_QUERIES = 2
-CONTEXT_QUERIES = 6  # auth, ticket, active summary, pending claim, state, turns
+CONTEXT_QUERIES = 4
 
 
 def grown_ticket(rounds: int) -> Ticket:
@@ -79,7 +80,7 @@ def test_ticket_detail_and_compactions_cost_a_constant_number_of_queries(
     agent: APIClient, short_and_long: tuple[Ticket, Ticket], django_assert_num_queries
 ) -> None:
     for ticket in short_and_long:
-        with django_assert_num_queries(5):
+        with django_assert_num_queries(4):
             assert agent.get(url(ticket)).status_code == 200
         with django_assert_num_queries(3):
             assert agent.get(url(ticket, "compactions")).status_code == 200

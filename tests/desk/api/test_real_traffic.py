@@ -118,9 +118,11 @@ def test_a_compaction_that_would_not_shrink_the_request_is_not_applied(agent: AP
         order_id="SU-1",
         seller_type="marketplace",
         ticket_class=klass,
-        system_prompt="Policy: " + "be precise and kind to the customer; " * 60,
+        system_prompt="Policy: " + "be precise and kind to the customer; " * 45,
     )
-    post(agent, ticket, role="customer", content="Hi.")
+    post(
+        agent, ticket, role="customer", content="I have a question about order SU-1, it has not arrived. " * 3
+    )
     answer = post(agent, ticket, role="agent", content="Hello.", boundary="reply_sent")
     assert answer["compaction"]["status"] == "failed"
     assert "would not make the request smaller" in answer["compaction"]["reason"]

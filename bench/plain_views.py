@@ -1,0 +1,216 @@
+"""P: what a plain Django view does for the same read or a similar write, with the desk's own settings.
+
+ORM + JsonResponse, no DRF serializers, no pydantic; the desk's own token check (so P pays what any API
+view must), and the same answers' shape. A floor for the desk, not a second implementation of it: the
+writes skip the desk's rules (audit rows, the repeat guard's normalising, the compaction policy).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from compaction.models import CompactionEvent, CompactionStatus
+from desk.api.views import DeskAPIView
+from tickets.models import IdempotencyRecord, PinnedState, Ticket, Turn
+from tickets.tokens import REPLY_PRIMING_TOKENS, count_turn
+
+DENIED = JsonResponse({"error": "not_authenticated"}, status=401)
+
+
+def _authenticated(request: HttpRequest) -> bool:
+    """The desk's first authentication class (the agent's token): one query."""
+    authenticator = DeskAPIView.authentication_classes[0]()
+    try:
+        return authenticator.authenticate(request) is not None  # type: ignore[arg-type]
+    except Exception:  # a bad token: DRF raises AuthenticationFailed
+        return False
+
+
+def _state(pinned: PinnedState, ticket: Ticket) -> dict[str, Any]:
+    data = pinned.data
+    actions = data.get("actions_taken", [])
+    return {
+        "ticket": ticket.ticket_id,
+        "order": ticket.order_id,
+        "seller_type": ticket.seller_type,
+        "version": pinned.version,
+        "actions_taken": actions,
+        "customer_constraints": data.get("customer_constraints", []),
+        "open_questions": data.get("open_questions", []),
+        "decisions": data.get("decisions", []),
+        "refunded_cents_total": sum(a.get("amount_cents", 0) for a in actions if not a.get("reversed")),
+    }
+
+
+def _not_found(ticket_id: str) -> JsonResponse:
+    return JsonResponse({"error": "not_found", "message": f"no ticket {ticket_id}"}, status=404)
+
+
+@require_GET
+def state(request: HttpRequest, ticket_id: str) -> JsonResponse:
+    if not _authenticated(request):
+        return DENIED
+    pinned = PinnedState.objects.select_related("ticket").filter(ticket__ticket_id=ticket_id).first()
+    if pinned is None:
+        return _not_found(ticket_id)
+    return JsonResponse(_state(pinned, pinned.ticket), headers={"ETag": f'"{pinned.version}"'})
+
+
+@require_GET
+def context(request: HttpRequest, ticket_id: str) -> JsonResponse:
+    if not _authenticated(request):
+        return DENIED
+    ticket = Ticket.objects.select_related("ticket_class", "pinned_state").filter(ticket_id=ticket_id).first()
+    if ticket is None:
+        return _not_found(ticket_id)
+    active = (
+        CompactionEvent.objects.filter(ticket=ticket, status__in=CompactionStatus.replacing())
+        .order_by("-number")
+        .only("summary", "summary_tokens", "first_replaced_turn", "last_replaced_turn")
+        .first()
+    )
+    first = (active.last_replaced_turn or 0) + 1 if active else 1
+    turns = list(
+        Turn.objects.filter(ticket=ticket, number__gte=first)
+        .order_by("number")
+        .values("number", "role", "content", "tool", "args", "tool_call_id", "boundary", "tokens")
+    )
+    pinned = ticket.pinned_state
+    summary_tokens = active.summary_tokens if active else 0
+    turn_tokens = sum(t["tokens"] for t in turns)
+    tokens = {
+        "system": ticket.system_prompt_tokens,
+        "state": pinned.tokens,
+        "summary": summary_tokens,
+        "turns": turn_tokens,
+        "framing": REPLY_PRIMING_TOKENS,
+        "total": ticket.system_prompt_tokens
+        + pinned.tokens
+        + summary_tokens
+        + turn_tokens
+        + REPLY_PRIMING_TOKENS,
+    }
+    ticket_class = ticket.ticket_class
+    return JsonResponse(
+        {
+            "system_prompt": ticket.system_prompt,
+            "pinned_state": _state(pinned, ticket),
+            "summary": active.summary if active else None,
+            "summary_covers_turns": [active.first_replaced_turn, active.last_replaced_turn]
+            if active
+            else None,
+            "turns": turns,
+            "tokens": tokens,
+            "token_budget": ticket_class.token_budget,
+            "threshold_tokens": ticket_class.threshold_tokens,
+        }
+    )
+
+
+@csrf_exempt
+@require_POST
+def turn(request: HttpRequest, ticket_id: str) -> JsonResponse:
+    if not _authenticated(request):
+        return DENIED
+    body = json.loads(request.body)
+    role, content = body["role"], body.get("content", "")
+    with transaction.atomic():
+        ticket = (
+            Ticket.objects.select_for_update()
+            .select_related("ticket_class")
+            .filter(ticket_id=ticket_id)
+            .first()
+        )
+        if ticket is None:
+            return _not_found(ticket_id)
+        tokens = count_turn(
+            role=role,
+            content=content,
+            tool=body.get("tool", ""),
+            args=body.get("args"),
+            tool_call_id=body.get("tool_call_id", ""),
+            encoding=ticket.ticket_class.encoding,
+        )
+        number = ticket.turn_count + 1
+        total = ticket.context_tokens + tokens
+        Turn.objects.create(
+            ticket=ticket,
+            number=number,
+            role=role,
+            content=content,
+            tool=body.get("tool", ""),
+            args=body.get("args"),
+            tool_call_id=body.get("tool_call_id", ""),
+            boundary=body.get("boundary", ""),
+            tokens=tokens,
+            context_tokens=total,
+        )
+        Ticket.objects.filter(pk=ticket.pk).update(turn_count=number, context_tokens=total)
+    return JsonResponse(
+        {"turn": number, "tokens": tokens, "context_tokens": total, "compaction": {"status": "not_due"}},
+        status=201,
+    )
+
+
+@csrf_exempt
+@require_POST
+def action(request: HttpRequest, ticket_id: str) -> JsonResponse:
+    if not _authenticated(request):
+        return DENIED
+    key = request.headers.get("Idempotency-Key", "")
+    body = json.loads(request.body)
+    with transaction.atomic():
+        pinned = (
+            PinnedState.objects.select_for_update()
+            .select_related("ticket")
+            .filter(ticket__ticket_id=ticket_id)
+            .first()
+        )
+        if pinned is None:
+            return _not_found(ticket_id)
+        existing = IdempotencyRecord.objects.filter(ticket_id=pinned.ticket_id, key=key).first()
+        if existing is not None:
+            return JsonResponse(existing.response_body, status=existing.response_status)
+        actions = pinned.data.setdefault("actions_taken", [])
+        tool, item = body["tool"], body.get("item", "")
+        for earlier in actions:
+            if (
+                earlier["tool"] == tool
+                and earlier["item"] == item
+                and not earlier["reversible"]
+                and not earlier["reversed"]
+            ):
+                return JsonResponse({"error": "repeat_refused", "earlier_action": earlier}, status=409)
+        recorded = {
+            "id": f"A{len(actions) + 1}",
+            "at_turn": body.get("at_turn"),
+            "tool": tool,
+            "item": item,
+            "amount_cents": body.get("amount_cents", 0),
+            "reversible": body.get("reversible", False),
+            "args": body.get("args") or {},
+            "idempotency_key": key,
+            "recorded_by": "agent",
+            "repeat_of": None,
+            "reason": body.get("reason", ""),
+            "reversed": False,
+            "reversed_reason": "",
+        }
+        actions.append(recorded)
+        PinnedState.objects.filter(pk=pinned.pk).update(data=pinned.data, version=F("version") + 1)
+        answer = {
+            "action": recorded,
+            "state_version": pinned.version + 1,
+            "refunded_cents_total": sum(a["amount_cents"] for a in actions if not a["reversed"]),
+        }
+        IdempotencyRecord.objects.create(
+            ticket_id=pinned.ticket_id, key=key, fingerprint="", response_status=201, response_body=answer
+        )
+    return JsonResponse(answer, status=201)
