@@ -118,15 +118,25 @@ def test_an_admin_changes_budgets_but_nobody_deletes_history(t40118: Ticket) -> 
 # The whole matrix: every address on this branch, every kind of caller. Writes are sent with an empty body,
 # so a caller who is let through gets a validation answer (400/428) and nothing changes.
 T = "T-40118"
-API_READS = [f"/api/v1/tickets/{T}/{what}" for what in ("", "state/", "context/", "compactions/")]
+API_READS = [f"/api/v1/tickets/{T}/{what}" for what in ("", "state/", "context/", "compactions/", "history/")]
 API_WRITES = [
     ("post", "/api/v1/tickets/"),
     ("patch", f"/api/v1/tickets/{T}/"),
     ("post", f"/api/v1/tickets/{T}/turns/"),
     ("post", f"/api/v1/tickets/{T}/state/"),
     ("post", f"/api/v1/tickets/{T}/actions/"),
+    ("patch", f"/api/v1/tickets/{T}/actions/A1/"),
 ]
-PAGES = ["/", "/metrics/", f"/tickets/{T}/", f"/tickets/{T}/replay/?turn=10", f"/tickets/{T}/compactions/2/"]
+PAGES = [
+    "/",
+    "/metrics/",
+    "/metrics.csv",
+    "/reviews/next/",
+    f"/tickets/{T}/",
+    f"/tickets/{T}/export.json",
+    f"/tickets/{T}/replay/?turn=10",
+    f"/tickets/{T}/compactions/2/",
+]
 PAGE_WRITES = [f"/tickets/{T}/state/", f"/tickets/{T}/status/"]
 PUBLIC = ["/api/v1/docs/", "/api/v1/schema/", "/accounts/login/"]
 
@@ -183,6 +193,8 @@ def test_the_whole_matrix_of_addresses_and_callers(t40118: Ticket) -> None:
             return {302}  # to the login page: an API token is no credential for the pages
         if path == "/classes/":
             return {200} if name == "admin" else {403}
+        if path == "/reviews/next/":
+            return {302} if people else {403}  # people are sent on to the next unreviewed compaction
         if method == "POST":
             return {200, 302, 400, 422} if people else {403}  # an empty form is refused, not saved
         return {200} if people else {403}
