@@ -20,6 +20,7 @@ from django.test import override_settings
 from compaction.models import CompactionEvent, CompactionStatus
 from compaction.services import run_compaction
 from desk.turns import receive_turn
+from tests.browser.desk_data import ensure_roles
 from tests.factories import import_t40118
 from tests.fake_openai import Reply
 from tickets.accounts import create_agent
@@ -134,6 +135,7 @@ def test_a_hanging_summarizer_holds_nothing_the_agent_needs(openai_server) -> No
     and the turn itself answers at the deadline with a failed event."""
     from rest_framework.test import APIClient
 
+    ensure_roles()  # a transactional test before this one may have flushed the roles' groups
     agent_token = create_agent(name="agent-hang")
     klass = _small_openai_class()
     ticket = open_ticket(ticket_id="T-HANG", order_id="SU-1", seller_type="marketplace", ticket_class=klass)
