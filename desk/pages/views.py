@@ -307,6 +307,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
             "span": span,
             "rows": metrics_reads.compaction_metrics(span),
             "series": metrics_reads.daily_series(rows, span),
+            "refused_attempts": metrics_reads.refused_attempts_in(span),
             "query": request.GET.urlencode(),
         },
         status=400 if form.is_bound and not form.is_valid() else 200,
