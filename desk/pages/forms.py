@@ -224,6 +224,18 @@ class StatusForm(forms.Form):
     """A supervisor moves a ticket: escalate it, park it as waiting, resolve or reopen it."""
 
     status = forms.ChoiceField(choices=TicketStatus.choices, label="Status")
+    reason = forms.CharField(max_length=500, label="Reason", strip=True)
+
+    def error_text(self) -> str:
+        """One plain sentence for the 400: which field is wrong and how to fix it."""
+        parts = []
+        if "status" in self.errors:
+            parts.append(f"Unknown status: choose one of {', '.join(TicketStatus.values)}.")
+        if "reason" in self.errors:
+            parts.append(
+                "A reason is required: say why the ticket's status changes (at most 500 characters)."
+            )
+        return " ".join(parts) or "Bad status change."
 
 
 class ReviewForm(forms.Form):

@@ -4,7 +4,7 @@ date range (one query each), for the tables, the SVG charts and the CSV export."
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from compaction.models import CompactionEvent, CompactionStatus
 from tickets.models import TicketClass
+from tickets.selectors import refused_attempts_count
 
 DEFAULT_RANGE_DAYS = 14
 MAX_RANGE_DAYS = 366
@@ -207,3 +208,10 @@ def metrics_csv_rows(rows: list[DayRow]) -> list[list[Any]]:
 def class_table() -> QuerySet[TicketClass]:
     """Budgets per class, with how many tickets each holds (one query)."""
     return TicketClass.objects.annotate(ticket_count=Count("tickets")).order_by("slug")
+
+
+def refused_attempts_in(span: DateRange) -> int:
+    """Refused repeats of irreversible actions over the days of `span` in the desk's timezone (one query)."""
+    since = timezone.make_aware(datetime.combine(span.start, time.min))
+    until = timezone.make_aware(datetime.combine(span.end + timedelta(days=1), time.min))
+    return refused_attempts_count(since, until=until)

@@ -5,11 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import (
+    BooleanField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+)
+from django.db.models.functions import Coalesce, Now
 
 from compaction.models import CompactionEvent, CompactionStatus
-from tickets.models import Ticket, TicketClass
+from tickets.models import RefusedAttempt, Ticket, TicketClass
 from tickets.state import StateItems
 
 QUEUE_PAGE_SIZE = 50
@@ -21,6 +33,8 @@ class QueueFlag:
     FORCED = "forced"
     FAILED = "failed"
     OVER_BUDGET = "over_budget"
+    REFUSED = "refused_repeats"
+    STALE_INTENTS = "stale_intents"
 
     choices = (
         (NEEDS_REVIEW, "Unreviewed"),
@@ -28,8 +42,9 @@ class QueueFlag:
         (FORCED, "Forced or no safe cut"),
         (FAILED, "Failed compactions"),
         (OVER_BUDGET, "Over budget now"),
+        (REFUSED, "Refused repeats"),
+        (STALE_INTENTS, "Open intents past their timeout"),
     )
-    # The lead adds "refused repeats" and "open intents" here once those records exist.
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,7 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
             "ticket_class__compaction_threshold",
             "pinned_state__data",
             "pinned_state__version",
+            "intent_stale_at",
         )
         .annotate(
             compaction_count=Coalesce(Subquery(replaced_count, output_field=IntegerField()), Value(0)),
@@ -87,6 +103,8 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
             needs_review=Exists(
                 CompactionEvent.objects.filter(ticket=OuterRef("pk")).worth_review().unreviewed()
             ),
+            has_refused=Exists(RefusedAttempt.objects.filter(ticket=OuterRef("pk"))),
+            has_stale_intent=ExpressionWrapper(Q(intent_stale_at__lte=Now()), output_field=BooleanField()),
             # The newest event is a deferral: compaction is due and waits for the next boundary.
             pending_deferral=Exists(
                 _events(status=CompactionStatus.DEFERRED).filter(
@@ -118,6 +136,12 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
     if QueueFlag.OVER_BUDGET in filters.flags:
         # Over the budget now, not once: a ticket compacted back under it is not flagged.
         tickets = tickets.filter(context_tokens__gt=F("ticket_class__token_budget"))
+    if QueueFlag.REFUSED in filters.flags:
+        # The annotations carry the conditions of Ticket.objects.with_refused_attempts() and
+        # with_stale_intents(); filtering on them keeps the page one query with its flags.
+        tickets = tickets.filter(has_refused=True)
+    if QueueFlag.STALE_INTENTS in filters.flags:
+        tickets = tickets.filter(has_stale_intent=True)
     return tickets.order_by(QUEUE_SORTS.get(filters.sort, "-pk"))
 
 

@@ -18,7 +18,15 @@ from compaction.models import CompactionEvent, CompactionStatus
 from compaction.selectors import CompactionTotals, totals_of
 from desk.pages.diff import DiffLine, state_diff
 from desk.pages.labels import PinnedMark, pinned_marks_by_turn
-from tickets.models import PinnedState, StateChange, Ticket, TicketStatus, Turn
+from tickets.models import (
+    PinnedState,
+    RefusedAttempt,
+    StateChange,
+    Ticket,
+    TicketStatus,
+    TicketStatusChange,
+    Turn,
+)
 from tickets.tokens import REPLY_PRIMING_TOKENS
 
 
@@ -127,6 +135,12 @@ class TimelineTurn:
     replaced_by: int | None = None
     marks: list[PinnedMark] = field(default_factory=list)
     events: list[CompactionEvent] = field(default_factory=list)
+    refused: list[RefusedAttempt] = field(default_factory=list)
+
+
+def refused_turn(attempt: RefusedAttempt) -> int:
+    """The turn a refused attempt is shown at: the thread's newest turn then, else the turn it named."""
+    return attempt.thread_turn or attempt.at_turn or 0
 
 
 @dataclass(frozen=True)
@@ -150,6 +164,9 @@ class TicketPage:
     compactions: list[CompactionEvent]
     audit: list[AuditRow]
     series: ContextSeries
+    # Refused attempts whose turn is not on the timeline (none recorded, or past the stored turns).
+    unplaced_refused: list[RefusedAttempt] = field(default_factory=list)
+    status_changes: list[TicketStatusChange] = field(default_factory=list)
 
     @property
     def status_choices(self) -> list[tuple[str, str]]:
@@ -171,8 +188,17 @@ def audit_trail(ticket: Ticket) -> list[StateChange]:
     return list(StateChange.objects.filter(ticket=ticket).select_related("actor").order_by("-to_version"))
 
 
+def status_trail(ticket: Ticket) -> list[TicketStatusChange]:
+    """The ticket's status changes with their actor, newest first."""
+    return list(
+        TicketStatusChange.objects.filter(ticket=ticket)
+        .select_related("actor")
+        .order_by("-created_at", "-pk")
+    )
+
+
 def ticket_page(ticket: Ticket) -> TicketPage:
-    """Everything the ticket page shows: 3 queries after the ticket itself, whatever its length."""
+    """Everything the ticket page shows: 5 queries after the ticket itself, whatever its length."""
     pinned = ticket.pinned_state
     state = pinned.agent_json()
     turns = list(Turn.objects.filter(ticket=ticket).order_by("number"))
@@ -180,6 +206,9 @@ def ticket_page(ticket: Ticket) -> TicketPage:
         CompactionEvent.objects.filter(ticket=ticket).defer("summary", "validation_errors").order_by("number")
     )
     changes = audit_trail(ticket)
+    refused_by_turn: dict[int, list[RefusedAttempt]] = {}
+    for attempt in RefusedAttempt.objects.filter(ticket=ticket).defer("request").order_by("created_at", "pk"):
+        refused_by_turn.setdefault(refused_turn(attempt), []).append(attempt)
     marks = pinned_marks_by_turn(state)
     events_by_turn: dict[int, list[CompactionEvent]] = {}
     replaced: dict[int, int] = {}
@@ -198,6 +227,7 @@ def ticket_page(ticket: Ticket) -> TicketPage:
             replaced_by=replaced.get(t.number),
             marks=marks.get(t.number, []),
             events=events_by_turn.get(t.number, []),
+            refused=refused_by_turn.pop(t.number, []),
         )
         for t in turns
     ]
@@ -209,6 +239,8 @@ def ticket_page(ticket: Ticket) -> TicketPage:
         compactions=compactions,
         audit=audit_rows(changes),
         series=context_series(ticket=ticket, turns=turns, events=compactions, changes=changes),
+        unplaced_refused=[a for turn in sorted(refused_by_turn) for a in refused_by_turn[turn]],
+        status_changes=status_trail(ticket),
     )
 
 

@@ -38,7 +38,7 @@ from desk.pages.forms import (
 from desk.pages.labels import CATEGORIES
 from tickets.accounts import roles_of
 from tickets.errors import InvalidInput, StaleVersion
-from tickets.models import ActorKind, TicketStatus
+from tickets.models import ActorKind
 from tickets.services.actors import Actor
 from tickets.services.lifecycle import set_ticket_status
 from tickets.services.state_changes import correct_state as correct_pinned_state
@@ -195,20 +195,17 @@ def correct_state(request: HttpRequest, ticket_id: str) -> HttpResponse:
 @require_POST
 @desk_role()
 def set_status(request: HttpRequest, ticket_id: str) -> HttpResponse:
-    """Escalate, park, resolve or reopen a ticket from its page; a bad status is a 400, nothing changed."""
+    """Escalate, park, resolve or reopen a ticket from its page, with a reason; a bad status or no reason
+    is a 400 and nothing changed."""
     ticket = ticket_reads.get_ticket(ticket_id)
     form = StatusForm(request.POST)
     if not form.is_valid():
-        return HttpResponse(
-            f"Unknown status: choose one of {', '.join(TicketStatus.values)}.",
-            status=400,
-            content_type="text/plain",
-        )
-    # The lead adds the status change's reason here (set_ticket_status(..., reason=...)) after the merge.
+        return HttpResponse(form.error_text(), status=400, content_type="text/plain")
     set_ticket_status(
         ticket=ticket,
         status=form.cleaned_data["status"],
         by=Actor(kind=ActorKind.SUPERVISOR, user=request.user),  # type: ignore[arg-type]
+        reason=form.cleaned_data["reason"],
     )
     return redirect(ticket.get_absolute_url())
 
@@ -310,6 +307,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
             "span": span,
             "rows": metrics_reads.compaction_metrics(span),
             "series": metrics_reads.daily_series(rows, span),
+            "refused_attempts": metrics_reads.refused_attempts_in(span),
             "query": request.GET.urlencode(),
         },
         status=400 if form.is_bound and not form.is_valid() else 200,

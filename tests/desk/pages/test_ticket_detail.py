@@ -14,7 +14,8 @@ from tests.browser.desk_data import HOSTILE, hostile_ticket, import_t40118, supe
 pytestmark = pytest.mark.django_db
 
 # session + user + roles + ticket (with class and pinned state) + turns + compaction events + audit trail
-DETAIL_QUERIES = 7
+# + refused attempts + status changes
+DETAIL_QUERIES = 9
 
 
 @pytest.fixture
@@ -134,10 +135,15 @@ def test_a_supervisor_escalates_a_ticket_from_its_page(sam: Client, scenario: di
     ticket = import_t40118(scenario, until=8)
     page = sam.get(f"/tickets/{ticket.ticket_id}/").content.decode()
     assert 'action="/tickets/T-40118/status/"' in page and '<option value="open" selected>' in page
-    response = sam.post(f"/tickets/{ticket.ticket_id}/status/", {"status": "escalated"})
+    response = sam.post(
+        f"/tickets/{ticket.ticket_id}/status/",
+        {"status": "escalated", "reason": "customer asked for a manager"},
+    )
     assert response.status_code == 302 and response["Location"] == "/tickets/T-40118/"
     ticket.refresh_from_db()
     assert ticket.status == "escalated"
-    assert sam.post(f"/tickets/{ticket.ticket_id}/status/", {"status": "gone"}).status_code == 400
+    assert (
+        sam.post(f"/tickets/{ticket.ticket_id}/status/", {"status": "gone", "reason": "x"}).status_code == 400
+    )
     ticket.refresh_from_db()
     assert ticket.status == "escalated"
