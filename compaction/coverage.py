@@ -31,18 +31,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-# --- names -------------------------------------------------------------------------------------------
+from tickets.identity import SEPARATOR as IDENTITY_SEPARATOR
+from tickets.identity import normalize_name as identity_name
 
-_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
-_SEPARATORS = re.compile(r"[\s_\-\u2010\u2011\u2012\u2013\u2014]+")
+# --- names -------------------------------------------------------------------------------------------
 
 
 def normalize_name(name: str) -> str:
-    """A tool or item name as one comparable string: NFKC, casefolded, zero-width characters removed,
-    and `-`, `_` and whitespace runs as one space. (To be replaced by `tickets.identity.action_identity`
-    once that exists, so the desk and the check agree on what "the same item" is.)"""
-    text = unicodedata.normalize("NFKC", name).translate(_ZERO_WIDTH).casefold()
-    return _SEPARATORS.sub(" ", text).strip()
+    """A tool or item name as words: the desk's one identity (`tickets.identity`), so the guard and the check
+    agree on what "the same item" is, with its separator read as a space."""
+    return identity_name(name).replace(IDENTITY_SEPARATOR, " ")
 
 
 # --- words -------------------------------------------------------------------------------------------
@@ -101,6 +99,10 @@ def _raw_stem(word: str) -> str:
 
 
 _SYNONYMS = {_raw_stem(k): _raw_stem(v) for k, v in _SYNONYM_WORDS.items()}
+
+
+# Free text (not names): zero-width characters and the soft hyphen vanish before words are read.
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
 
 
 def _prepare(text: str) -> str:

@@ -22,13 +22,12 @@ can still answer it, so one lost result cannot shift every later pairing by one.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-TOOL_ROLES = {"tool_call", "tool_result"}
+from tickets.identity import normalize_name
 
-_SEPARATORS = re.compile(r"[-_\s]+")
+TOOL_ROLES = {"tool_call", "tool_result"}
 
 
 @dataclass(frozen=True)
@@ -70,10 +69,6 @@ class _Scan:
         return sorted([c.index for c in self.unanswered if not c.released] + self.unconsumed)
 
 
-def _tool_name(name: str) -> str:
-    return _SEPARATORS.sub(" ", name.strip().lower()).strip()
-
-
 def _answered_call(unanswered: list[_Call], result: TurnInfo) -> _Call | None:
     if result.tool_call_id:
         same_id = [c for c in unanswered if c.call_id == result.tool_call_id]
@@ -82,7 +77,7 @@ def _answered_call(unanswered: list[_Call], result: TurnInfo) -> _Call | None:
     open_calls = [c for c in unanswered if not c.released]
     if not open_calls:
         return None
-    name = _tool_name(result.tool)
+    name = normalize_name(result.tool)
     if name:
         for call in open_calls:
             if call.tool == name:
@@ -95,7 +90,9 @@ def _scan(turns: Sequence[TurnInfo]) -> _Scan:
     for index, turn in enumerate(turns):
         if turn.role == "tool_call":
             scan.unconsumed.clear()
-            scan.unanswered.append(_Call(index=index, call_id=turn.tool_call_id, tool=_tool_name(turn.tool)))
+            scan.unanswered.append(
+                _Call(index=index, call_id=turn.tool_call_id, tool=normalize_name(turn.tool))
+            )
         elif turn.role == "tool_result":
             call = _answered_call(scan.unanswered, turn)
             if call is not None:

@@ -32,6 +32,7 @@ from compaction.policy import TurnInfo, at_boundary, complete_prefix, is_due, pl
 from compaction.selectors import active_compaction, assemble_context, pending_compaction
 from compaction.summarizers import SummarizerError, SummaryRequest, get_summarizer
 from compaction.summary import Summary
+from tickets.errors import describe_validation_error
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
 from tickets.services.context_size import set_context_tokens
 from tickets.tokens import REPLY_PRIMING_TOKENS, count_message
@@ -329,7 +330,7 @@ def _summarize(
         try:
             return Summary.model_validate_json(reply.text), errors
         except ValidationError as exc:
-            errors.append(f"attempt {attempt}: {_describe(exc)}")
+            errors.append(f"attempt {attempt}: {describe_validation_error(exc)}")
     return None, errors
 
 
@@ -491,11 +492,3 @@ def _run(event: CompactionEvent, deadline_seconds: float) -> CompactionEvent:
         return _finish(
             event, status, reason, [*written, "first_replaced_turn", "last_replaced_turn", "tokens_after"]
         )
-
-
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        location = ".".join(str(p) for p in error["loc"]) or "(root)"
-        parts.append(f"{location}: {error['msg']}")
-    return "; ".join(parts)

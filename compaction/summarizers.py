@@ -14,6 +14,7 @@ from django.conf import settings
 
 from compaction.summary import (
     SUMMARIZER_INSTRUCTIONS,
+    SUMMARY_FIELDS,
     SUMMARY_JSON_SCHEMA,
     Summary,
     summary_user_prompt,
@@ -74,16 +75,6 @@ def _first_sentence(text: str, limit: int = 160) -> str:
     return sentence if len(sentence) <= limit else sentence[: limit - 1] + "…"
 
 
-def _action_line(action: dict[str, Any]) -> str:
-    amount = action.get("amount_cents") or 0
-    money = f" of {amount} cents (${amount / 100:.2f})" if amount else ""
-    item = f" for {action['item']}" if action.get("item") else ""
-    turn = f" at turn {action['at_turn']}" if action.get("at_turn") else ""
-    kind = "reversible" if action.get("reversible") else "irreversible"
-    status = "; since marked reversed" if action.get("reversed") else ""
-    return f"{action['tool']}{money}{item}{turn} ({kind}{status})"
-
-
 def pinned_references(state: dict[str, Any]) -> dict[str, list[str]]:
     """The four fields as references to the pinned items by id (A1, C2, Q1, D3).
 
@@ -92,7 +83,7 @@ def pinned_references(state: dict[str, Any]) -> dict[str, list[str]]:
     """
     return {
         field: [str(item["id"]) for item in state.get(field, []) if item.get("id")]
-        for field in ("decisions", "actions_taken", "customer_constraints", "open_questions")
+        for field in SUMMARY_FIELDS
     }
 
 

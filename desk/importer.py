@@ -15,7 +15,7 @@ from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from desk.turns import receive_turn
-from tickets.errors import DeskError, RepeatRefused
+from tickets.errors import DeskError, RepeatRefused, describe_validation_error
 from tickets.identity import CatalogError, ToolCatalog, default_irreversible_tools, default_money_tools
 from tickets.models import SummarizerBackend, TicketClass, Turn
 from tickets.services.actions import record_action
@@ -103,14 +103,6 @@ class TicketImported:
         )
 
 
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        location = ".".join(str(p) for p in error["loc"])
-        parts.append(f"{location}: {error['msg']}")
-    return "; ".join(parts)
-
-
 def parse_documents(text: str, *, source: str) -> list[dict[str, Any]]:
     """A file holds one ticket object, a list of them, or JSON Lines."""
     stripped = text.strip()
@@ -151,7 +143,7 @@ def validate_documents(documents: list[dict[str, Any]], *, source: str) -> list[
         try:
             tickets.append(ImportTicket.model_validate(doc))
         except ValidationError as exc:
-            raise ImportFileError(f"{source}: ticket {label}: {_describe(exc)}") from None
+            raise ImportFileError(f"{source}: ticket {label}: {describe_validation_error(exc)}") from None
     seen: set[str] = set()
     for ticket in tickets:
         if ticket.ticket_id in seen:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 
 class DeskError(Exception):
     code = "invalid"
@@ -64,3 +66,10 @@ class ActionAlreadySettled(DeskError):
     """An intent settled one way cannot be settled the other way."""
 
     code = "already_settled"
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """A pydantic error as "field.path: message; ..." for the people who sent the data."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in error['loc']) or '(root)'}: {error['msg']}" for error in exc.errors()
+    )

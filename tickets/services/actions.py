@@ -7,8 +7,6 @@ kept as a `RefusedAttempt` although nothing else of the request is.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,15 +20,11 @@ from tickets.errors import (
     InvalidInput,
     RepeatRefused,
 )
+from tickets.fingerprints import request_fingerprint
 from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, StateOp, Ticket
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.state_changes import change_pinned_state, check_turn
 from tickets.state import FAILED, INTENDED, SUCCEEDED, ActionItem, ActionStatus, StateItems
-
-
-def _fingerprint(body: dict[str, Any]) -> str:
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -158,7 +152,7 @@ def _record_action(
     if action_status == INTENDED:
         # Only then: the keys stored before intents existed keep their fingerprints.
         request_body["status"] = INTENDED
-    fingerprint = _fingerprint(request_body)
+    fingerprint = request_fingerprint(request_body)
 
     # The state row lock serializes every writer of this ticket, so the key lookup below is decisive.
     locked_ticket = Ticket.objects.select_for_update().get(pk=ticket.pk)

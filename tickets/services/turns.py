@@ -3,14 +3,13 @@ action (`desk.turns.receive_turn`) that calls this, then compaction."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
 
 from tickets.errors import IdempotencyKeyReused, InvalidInput
+from tickets.fingerprints import request_fingerprint
 from tickets.models import Ticket, Turn, TurnRole
 from tickets.services.actors import SYSTEM, Actor
 from tickets.tokens import count_turn
@@ -22,11 +21,6 @@ AGENT_ROLES = (TurnRole.CUSTOMER, TurnRole.AGENT, TurnRole.TOOL_CALL, TurnRole.T
 class TurnAppended:
     turn: Turn
     replayed: bool = False
-
-
-def _fingerprint(body: dict[str, Any]) -> str:
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 @transaction.atomic
@@ -60,7 +54,7 @@ def append_turn(
     locked = Ticket.objects.select_for_update().select_related("ticket_class").get(pk=ticket.pk)
     fingerprint = ""
     if idempotency_key:
-        fingerprint = _fingerprint(
+        fingerprint = request_fingerprint(
             {
                 "role": role,
                 "content": content,
