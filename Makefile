@@ -58,11 +58,14 @@ migrations-check: venv
 # (R), gunicorn with 2 sync workers, wrk (or a Python load generator), query counts and growth. Numbers, never
 # assertions; about 8 minutes; writes var/bench.json. The bench database is created if missing and flushed.
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/sundry_bench
+# The servers run with the production settings, which want a long key; the bench process signs the session
+# cookie its page loads send, so both use this one (a scratch database: not a secret).
+BENCH_SECRET_KEY ?= bench-only-key-for-a-scratch-database-0123456789-abcdefghijklmnop
 bench: venv
 	@mkdir -p var
 	$(BIN)/python -m bench.db "$(BENCH_DATABASE_URL)"
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py migrate --no-input -v 0
-	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py bench $(BENCH_ARGS)
+	DATABASE_URL=$(BENCH_DATABASE_URL) SECRET_KEY=$(BENCH_SECRET_KEY) $(BIN)/python manage.py bench $(BENCH_ARGS)
 
 # The public tau2-bench file (MIT; a copy with its README under demo/realdata/); override with TAU2_FILE=...
 TAU2_FILE ?= demo/realdata/tau2-retail-gpt-4.1.json
