@@ -181,8 +181,26 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def _with_transaction(queries: Mapping[str, int | None], key: str) -> str | int | None:
+    """A request's statements, and the BEGIN/COMMIT around them when it has a transaction (`5 +2 tx`)."""
+    count = queries.get(key)
+    control = queries.get(f"{key}_transaction")
+    return f"{count} +{control} tx" if count is not None and control else count
+
+
 def throughput_table(summary: Mapping[str, Mapping[str, Any]], queries: Mapping[str, int | None]) -> str:
-    header = ["endpoint", "D req/s", "P req/s", "R req/s", "D/P", "D/R", "D p50 ms", "D queries", "errors"]
+    header = [
+        "endpoint",
+        "D req/s",
+        "P req/s",
+        "R req/s",
+        "D/P",
+        "D/R",
+        "D p50 ms",
+        "D queries",
+        "P queries",
+        "errors",
+    ]
     rows = []
     for key, label in ENDPOINTS:
         row = summary.get(key)
@@ -198,7 +216,8 @@ def throughput_table(summary: Mapping[str, Mapping[str, Any]], queries: Mapping[
                 row.get("d_over_p"),
                 row.get("d_over_r"),
                 row.get("d_p50_ms"),
-                queries.get(key),
+                _with_transaction(queries, key),
+                _with_transaction(queries, f"p_{key}"),
                 errors,
             ]
         )

@@ -13,7 +13,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from compaction.context import AssembledContext, TokenBreakdown, TurnView
 from compaction.models import CompactionEvent, CompactionStatus
 from tickets.models import PinnedState, StateChange, Ticket, Turn
-from tickets.state import model_state
+from tickets.state import StateItems, agent_state, model_state, replay_changes
 from tickets.tokens import REPLY_PRIMING_TOKENS
 
 
@@ -65,14 +65,42 @@ _ANNOTATED = ("active_summary", "active_summary_tokens", "active_first_replaced"
 
 
 def with_active_summary(tickets: QuerySet[Ticket]) -> QuerySet[Ticket]:
-    """Tickets with their class, pinned state and active summary, all in one query."""
+    """Tickets with their class, pinned state, active summary and pending claim, all in one query."""
     newest = CompactionEvent.objects.filter(ticket=OuterRef("pk")).applied().order_by("-number")
+    claim = CompactionEvent.objects.pending().filter(ticket=OuterRef("pk")).order_by("-number")
     return tickets.select_related("ticket_class", "pinned_state").annotate(
         active_summary=Subquery(newest.values("summary")[:1]),
         active_summary_tokens=Subquery(newest.values("summary_tokens")[:1]),
         active_first_replaced=Subquery(newest.values("first_replaced_turn")[:1]),
         active_last_replaced=Subquery(newest.values("last_replaced_turn")[:1]),
+        pending_number=Subquery(claim.values("number")[:1]),
+        pending_since=Subquery(claim.values("created_at")[:1]),
+        pending_status=Subquery(claim.values("status")[:1]),
+        pending_upto=Subquery(claim.values("upto_turn")[:1]),
     )
+
+
+_PENDING = ("pending_number", "pending_since", "pending_status", "pending_upto")
+
+
+def pending_claim(ticket: Ticket) -> dict[str, Any] | None:
+    """The claimed compaction that has not finished, as the context shows it: from the ticket's annotations
+    when with_active_summary() loaded it, else one query."""
+    if hasattr(ticket, "pending_status"):
+        if ticket.pending_status is None:
+            return None
+        number, since, status, upto = (getattr(ticket, name) for name in _PENDING)
+    else:
+        claim = pending_compaction(ticket)
+        if claim is None:
+            return None
+        number, since, status, upto = claim.number, claim.created_at, claim.status, claim.upto_turn
+    return {
+        "number": number,
+        "since": since.isoformat(),
+        "running": status == CompactionStatus.RUNNING,
+        "upto_turn": upto,
+    }
 
 
 def active_summary(ticket: Ticket, through_turn: int | None = None) -> ActiveSummary | None:
@@ -128,6 +156,28 @@ def context_figures(ticket: Ticket, *, state_tokens: int | None = None) -> Conte
 _TURN_FIELDS = ("number", "role", "content", "tool", "args", "tool_call_id", "boundary", "tokens")
 
 
+def state_as_of_turn(ticket: Ticket, turn: int) -> tuple[dict[str, Any], int]:
+    """The pinned state as the model read it right after `turn` was stored, and its tokens then: the audit's
+    item changes up to then, replayed (one query). Money totals are derived with the class's catalog now."""
+    changes = list(
+        StateChange.objects.filter(ticket=ticket, thread_turn__lte=turn)
+        .order_by("to_version")
+        .only("change", "after_tokens", "to_version")
+    )
+    if not changes:
+        return {}, 0
+    data = replay_changes(item for change in changes for item in change.item_changes)
+    items = StateItems.load(data, tools=ticket.ticket_class.tool_catalog)
+    state = agent_state(
+        ticket=ticket.ticket_id,
+        order=ticket.order_id,
+        seller_type=ticket.seller_type,
+        version=changes[-1].to_version,
+        items=items,
+    )
+    return model_state(state), changes[-1].after_tokens
+
+
 def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> AssembledContext:
     """The request an agent would send for its next turn.
 
@@ -148,14 +198,7 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
         state_json = model_state(pinned.agent_json())
         state_tokens = pinned.tokens
     else:
-        change = (
-            StateChange.objects.filter(ticket=ticket, thread_turn__lte=through_turn)
-            .order_by("-to_version")
-            .only("after", "after_tokens")
-            .first()
-        )
-        state_json = model_state(change.after) if change else {}
-        state_tokens = change.after_tokens if change else 0
+        state_json, state_tokens = state_as_of_turn(ticket, through_turn)
 
     turns_qs = Turn.objects.filter(ticket=ticket, number__gte=first_active).order_by("number")
     if through_turn is not None:
@@ -170,16 +213,7 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
     covers = None
     if active and active.first_replaced_turn is not None and active.last_replaced_turn is not None:
         covers = (active.first_replaced_turn, active.last_replaced_turn)
-    pending = None
-    if through_turn is None:
-        claim = pending_compaction(ticket)
-        if claim is not None:
-            pending = {
-                "number": claim.number,
-                "since": claim.created_at.isoformat(),
-                "running": claim.status == CompactionStatus.RUNNING,
-                "upto_turn": claim.upto_turn,
-            }
+    pending = pending_claim(ticket) if through_turn is None else None
     return AssembledContext(
         pending_compaction=pending,
         system_prompt=ticket.system_prompt,

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from compaction.context import summary_message
 from compaction.coverage import check_coverage
 from compaction.models import CompactionEvent, CompactionStatus, ContextSnapshot
-from compaction.policy import TurnInfo, at_boundary, complete_prefix, is_due, plan_cut
+from compaction.policy import TurnInfo, at_boundary, compaction_floor, complete_prefix, is_due, plan_cut
 from compaction.selectors import active_compaction, assemble_context, pending_compaction
 from compaction.summarizers import SummarizerError, SummaryRequest, get_summarizer
 from compaction.summary import Summary
@@ -197,7 +197,7 @@ def _state_over_threshold(ticket: Ticket, *, over_budget: bool) -> str:
     framing) already reach the threshold, and either the request is within the budget or they exceed that too."""
     ticket_class = ticket.ticket_class
     state_tokens = PinnedState.objects.filter(ticket=ticket).values_list("tokens", flat=True).first() or 0
-    floor = ticket.system_prompt_tokens + state_tokens + REPLY_PRIMING_TOKENS
+    floor = compaction_floor(system_prompt_tokens=ticket.system_prompt_tokens, state_tokens=state_tokens)
     if floor < ticket_class.threshold_tokens or (over_budget and floor < ticket_class.token_budget):
         return ""
     return (
@@ -213,8 +213,8 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
     Due on tokens; at a boundary, claim (or join the pending claim); past the budget itself with no
     boundary, force a compaction of what is complete now; with no safe cut, record `over_budget`.
     """
-    current = Ticket.objects.values_list("context_tokens", flat=True).get(pk=ticket.pk)
-    ticket.context_tokens = current
+    # The append (and the state changes made with the turn) kept the caller's ticket current under the lock.
+    current = ticket.context_tokens
     ticket_class = ticket.ticket_class
     if not is_due(current, ticket_class.threshold_tokens):
         return Decision(PolicyOutcome(status="not_due"))

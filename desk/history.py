@@ -23,6 +23,7 @@ from tickets.models import (
     TicketStatusChange,
     Turn,
 )
+from tickets.state import agent_item
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -98,6 +99,14 @@ def _action_in(state: dict[str, Any], action_id: str) -> dict[str, Any] | None:
     return next((a for a in actions if a.get("id") == action_id), None)
 
 
+def _changed_action(change: StateChange) -> dict[str, Any] | None:
+    """The action a change recorded, reserved, settled or reversed, as the agent-facing state shows it."""
+    for item in change.item_changes:
+        if item.category == "actions_taken" and item.after is not None:
+            return agent_item(item.category, item.after)
+    return None
+
+
 def _state_change(change: StateChange) -> dict[str, Any]:
     detail: dict[str, Any] = {
         "op": change.op,
@@ -110,9 +119,7 @@ def _state_change(change: StateChange) -> dict[str, Any]:
     label = StateOp(change.op).label if change.op in StateOp.values else change.op
     if change.op in ACTION_EVENTS:
         kind = "action"
-        action = _action_in(change.after, change.subject_id) if change.subject_id else None
-        if action is None and change.op in (StateOp.ACTION_TAKEN, StateOp.ACTION_INTENDED):
-            action = (change.after.get("actions_taken") or [None])[-1]  # audit rows from before subject_id
+        action = _changed_action(change)
         detail["event"] = ACTION_EVENTS[StateOp(change.op)]
         detail["action"] = action
         if action:
@@ -211,11 +218,7 @@ def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PA
         wanted.setdefault(src, []).append(ref)
 
     turns = Turn.objects.select_related("posted_by").in_bulk(wanted.get(TURN, [])) if TURN in wanted else {}
-    changes = (
-        StateChange.objects.select_related("actor").defer("before").in_bulk(wanted[STATE])
-        if STATE in wanted
-        else {}
-    )
+    changes = StateChange.objects.select_related("actor").in_bulk(wanted[STATE]) if STATE in wanted else {}
     refused = (
         RefusedAttempt.objects.select_related("actor").in_bulk(wanted[REFUSED]) if REFUSED in wanted else {}
     )

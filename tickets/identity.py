@@ -10,6 +10,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import Literal
 
 MoneyEffect = Literal["refund", "charge", "credit"]
@@ -21,6 +22,7 @@ _SEPARATORS = re.compile(r"[\s\-_]+")
 SEPARATOR = "_"
 
 
+@lru_cache(maxsize=8192)
 def normalize_name(text: str) -> str:
     """The comparable form of a tool or item name.
 
@@ -38,6 +40,7 @@ def normalize_name(text: str) -> str:
     return _SEPARATORS.sub(SEPARATOR, text).strip(SEPARATOR)
 
 
+@lru_cache(maxsize=8192)
 def action_identity(tool: str, item: str) -> tuple[str, str]:
     """(tool, item) as the guard compares them."""
     return normalize_name(tool), normalize_name(item)
@@ -121,6 +124,9 @@ class ToolCatalog:
 
     irreversible: tuple[str, ...] = ()
     money: dict[str, MoneyEffect] = field(default_factory=dict)
+    # Answers already worked out, by the name as spelled: a state of 300 actions names a few tools.
+    _irreversible_of: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
+    _effect_of: dict[str, MoneyEffect | None] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def build(cls, *, irreversible: object, money: object) -> ToolCatalog:
@@ -147,11 +153,18 @@ class ToolCatalog:
         return _DEFAULT
 
     def is_irreversible(self, tool: str) -> bool:
-        return _matches(self.irreversible, normalize_name(tool)) is not None
+        found = self._irreversible_of.get(tool)
+        if found is None:
+            found = self._irreversible_of[tool] = (
+                _matches(self.irreversible, normalize_name(tool)) is not None
+            )
+        return found
 
     def money_effect(self, tool: str) -> MoneyEffect | None:
-        pattern = _matches(tuple(self.money), normalize_name(tool))
-        return self.money[pattern] if pattern is not None else None
+        if tool not in self._effect_of:
+            pattern = _matches(tuple(self.money), normalize_name(tool))
+            self._effect_of[tool] = self.money[pattern] if pattern is not None else None
+        return self._effect_of[tool]
 
 
 _DEFAULT = ToolCatalog.build(irreversible=list(DEFAULT_IRREVERSIBLE_TOOLS), money=dict(DEFAULT_MONEY_TOOLS))

@@ -12,7 +12,7 @@ from django.db.models.functions import Now
 from django.urls import reverse
 
 from tickets.identity import ToolCatalog, default_irreversible_tools, default_money_tools
-from tickets.state import StateItems, agent_state
+from tickets.state import ItemChange, StateItems, agent_state
 
 
 class SummarizerBackend(models.TextChoices):
@@ -253,8 +253,20 @@ class PinnedState(models.Model):
 
     @property
     def items(self) -> StateItems:
-        """The stored items, with the ticket class's tool catalog (select_related("ticket__ticket_class"))."""
-        return StateItems.load(self.data, tools=self.ticket.ticket_class.tool_catalog)
+        """The stored items, with the ticket class's tool catalog (select_related("ticket__ticket_class")).
+
+        Validated once per version of the row: the services that change the state hand theirs back
+        (`keep_items`), so a write and its answer read the items once.
+        """
+        cached = self.__dict__.get("_items")
+        if cached is None or cached[0] != self.version:
+            cached = (self.version, StateItems.load(self.data, tools=self.ticket.ticket_class.tool_catalog))
+            self.__dict__["_items"] = cached
+        return cached[1]
+
+    def keep_items(self, items: StateItems) -> None:
+        """The items just written as `data` at this version."""
+        self.__dict__["_items"] = (self.version, items)
 
     def agent_json(self) -> dict[str, Any]:
         ticket = self.ticket
@@ -298,8 +310,12 @@ class StateChange(models.Model):
     )
     from_version = models.PositiveIntegerField()
     to_version = models.PositiveIntegerField()
-    before = models.JSONField()
-    after = models.JSONField()
+    change = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="What the change did, item by item (tickets.state.ItemChange), and the money totals it "
+        "moved; empty when the ticket was opened. The state as of any version is these, replayed in order.",
+    )
     at_turn = models.PositiveIntegerField(
         null=True, blank=True, help_text="The item's turn, when the change is about one."
     )
@@ -326,6 +342,15 @@ class StateChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.ticket_id} v{self.from_version}->v{self.to_version} {self.op}"
+
+    @property
+    def item_changes(self) -> list[ItemChange]:
+        return [ItemChange.from_json(c) for c in self.change.get("items") or []]
+
+    @property
+    def totals_moved(self) -> dict[str, tuple[int, int]]:
+        """The money totals this change moved: name -> (before, after)."""
+        return {name: (pair[0], pair[1]) for name, pair in (self.change.get("totals") or {}).items()}
 
 
 class IdempotencyRecord(models.Model):

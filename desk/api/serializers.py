@@ -158,6 +158,10 @@ class TicketOut(serializers.Serializer):
     token_budget = serializers.IntegerField()
     threshold_tokens = serializers.IntegerField()
     first_active_turn = serializers.IntegerField()
+    state_over_threshold = serializers.BooleanField(
+        help_text="The system prompt and pinned state alone reach the threshold: compacting turns cannot bring "
+        "the request under it, so the desk does not try (raise the class budget or trim the state)."
+    )
     compaction_totals = CompactionTotalsOut(help_text="What compaction did and cost on this ticket.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()

@@ -21,9 +21,9 @@ from desk.api.authentication import HashedTokenAuthentication
 from desk.api.exceptions import desk_exception_handler
 from desk.api.parsers import BoundedJSONParser
 from desk.api.permissions import AgentWritesStaffReads
-from desk.api.services import receive_turn_once, record_action_once
+from desk.turns import receive_turn
 from tickets.models import ActorKind
-from tickets.services.actions import settle_action
+from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
 from tickets.services.lifecycle import open_ticket, set_ticket_status
 from tickets.services.state_changes import change_state
@@ -112,7 +112,7 @@ class TurnListView(DeskAPIView):
         ticket = selectors.ticket_by_id(ticket_id)
         key = headers.optional_idempotency_key(request.headers.get("Idempotency-Key"))
         data = _validated(serializers.TurnIn, request)
-        received = receive_turn_once(ticket=ticket, idempotency_key=key, by=_agent(request), **data)
+        received = receive_turn(ticket=ticket, idempotency_key=key, by=_agent(request), **data)
         response = Response(
             serializers.TurnAppendedOut(received.as_json()).data, status=status.HTTP_201_CREATED
         )
@@ -216,7 +216,7 @@ class ActionListView(DeskAPIView):
         ticket = selectors.ticket_by_id(ticket_id)
         key = headers.idempotency_key(request.headers.get("Idempotency-Key"))
         data = _validated(serializers.ActionIn, request)
-        recorded = record_action_once(ticket=ticket, idempotency_key=key, by=_agent(request), **data)
+        recorded = record_action(ticket=ticket, idempotency_key=key, by=_agent(request), **data)
         # record_action stores only what it recorded, and stores it as 201: a replay answers the same.
         response = Response(serializers.ActionRecordedOut(recorded.body).data, status=status.HTTP_201_CREATED)
         if recorded.replayed:

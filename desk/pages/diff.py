@@ -1,5 +1,5 @@
 """A state change as a reader wants it: what was added, removed or changed between two versions of the
-pinned state, item by item, with the refund total's move. Pure: two JSON documents in, lines out."""
+pinned state, item by item, with the refund total's move. Pure: JSON documents in, lines out."""
 
 from __future__ import annotations
 
@@ -68,3 +68,17 @@ def state_diff(before: dict[str, Any], after: dict[str, Any]) -> list[DiffLine]:
             )
         )
     return lines
+
+
+def change_diff(change: dict[str, Any]) -> list[DiffLine]:
+    """Lines of one audited change (`StateChange.change`: its items before and after, the totals it moved)."""
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
+    for item in change.get("items") or []:
+        for side, doc in ((item.get("before"), before), (item.get("after"), after)):
+            if side is not None:
+                doc.setdefault(item["category"], []).append(side)
+    refunded = (change.get("totals") or {}).get("refunded_cents_total")
+    if refunded:
+        before["refunded_cents_total"], after["refunded_cents_total"] = refunded
+    return state_diff(before, after)

@@ -16,7 +16,7 @@ from django.http import Http404
 
 from compaction.models import CompactionEvent, CompactionStatus
 from compaction.selectors import CompactionTotals, totals_of
-from desk.pages.diff import DiffLine, state_diff
+from desk.pages.diff import DiffLine, change_diff
 from desk.pages.labels import PinnedMark, pinned_marks_by_turn
 from tickets.models import (
     PinnedState,
@@ -152,7 +152,7 @@ class AuditRow:
 
 
 def audit_rows(changes: list[StateChange]) -> list[AuditRow]:
-    return [AuditRow(change=c, diff=state_diff(c.before or {}, c.after or {})) for c in changes]
+    return [AuditRow(change=c, diff=change_diff(c.change)) for c in changes]
 
 
 @dataclass(frozen=True)
@@ -264,12 +264,12 @@ def changes_since(ticket: Ticket, version: int) -> list[StateChange]:
     return list(
         StateChange.objects.filter(ticket=ticket, from_version__gte=version)
         .select_related("actor")
-        .defer("before", "after")
+        .defer("change")
         .order_by("to_version")
     )
 
 
-EXPORT_FORMAT = "sundry-ticket-export/1"
+EXPORT_FORMAT = "sundry-ticket-export/2"
 
 
 def ticket_export(ticket: Ticket) -> dict[str, Any]:
@@ -354,8 +354,7 @@ def ticket_export(ticket: Ticket) -> dict[str, Any]:
                 "at_turn": c.at_turn,
                 "thread_turn": c.thread_turn,
                 "reason": c.reason,
-                "before": c.before,
-                "after": c.after,
+                "change": c.change,
                 "created_at": c.created_at,
             }
             for c in changes

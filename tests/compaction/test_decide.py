@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from rest_framework.test import APIClient
 
 from compaction.models import CompactionEvent
 from desk.turns import receive_turn
+from tickets.accounts import create_agent
 from tickets.models import Ticket, TicketClass
 from tickets.services.lifecycle import open_ticket
 from tickets.services.state_changes import change_state
@@ -72,3 +74,14 @@ def test_over_the_budget_the_hard_ceiling_still_compacts_when_the_state_fits_the
     assert not over[0].compaction.state_over_threshold
     assert all(a.context_tokens <= a.token_budget for a in answers)
     assert CompactionEvent.objects.filter(ticket=ticket).applied().exists()
+
+
+def test_the_ticket_says_when_its_state_alone_fills_the_threshold() -> None:
+    """GET /tickets/{id}/ carries the flag an agent or a supervisor can act on before the next boundary."""
+    full, roomy = small_ticket("T-FULL"), small_ticket("T-ROOMY")
+    fill_state(full, 260)
+    fill_state(roomy, 60)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {create_agent(name='agent-flag')}")
+    assert client.get("/api/v1/tickets/T-FULL/").json()["state_over_threshold"] is True
+    assert client.get("/api/v1/tickets/T-ROOMY/").json()["state_over_threshold"] is False

@@ -97,7 +97,10 @@ def test_record_action_pins_it_and_derives_the_refunded_total(ticket: Ticket) ->
     assert state["refunded_cents_total"] == 4000
     assert state["version"] == 2
     change = StateChange.objects.get(ticket=ticket, op=StateOp.ACTION_TAKEN)
-    assert change.before["refunded_cents_total"] == 0 and change.after["refunded_cents_total"] == 4000
+    # The audit keeps the change (the item added, the total it moved), not two copies of the state.
+    assert change.totals_moved == {"refunded_cents_total": (0, 4000)}
+    [added] = change.item_changes
+    assert added.category == "actions_taken" and added.before is None and added.after["id"] == "A1"
 
 
 def test_same_idempotency_key_and_body_returns_the_first_result(ticket: Ticket) -> None:

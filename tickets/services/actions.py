@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.db.models import JSONField, OuterRef, Subquery
 from django.utils import timezone
 
 from tickets.errors import (
@@ -23,8 +24,9 @@ from tickets.errors import (
 from tickets.fingerprints import request_fingerprint
 from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, StateOp, Ticket
 from tickets.services.actors import SYSTEM, Actor
+from tickets.services.idempotency import refuse_if_in_flight
 from tickets.services.state_changes import change_pinned_state, check_turn
-from tickets.state import FAILED, INTENDED, SUCCEEDED, ActionItem, ActionStatus, StateItems
+from tickets.state import FAILED, INTENDED, SUCCEEDED, ActionItem, ActionStatus
 
 
 @dataclass(frozen=True)
@@ -72,40 +74,72 @@ def record_action(
     The same idempotency key with the same body returns the first result; with another body it is
     refused. A second irreversible action with the same identity (tool and item, however spelled) as one
     that still holds its item is refused, naming the earlier one, unless the caller says it is a deliberate
-    repeat and gives a reason. The refusal is kept (`RefusedAttempt`): the action is rolled back, the
-    refusal is written after it, in the caller's transaction (or on its own when there is none).
+    repeat and gives a reason. The refusal is kept (`RefusedAttempt`): nothing of the request is written,
+    the refusal is, after the checking transaction, in the caller's transaction (or on its own when there
+    is none). A request with the same key still in flight is refused at once (IdempotencyKeyInFlight).
     """
-    try:
-        return _record_action(
-            ticket=ticket,
-            tool=tool,
-            idempotency_key=idempotency_key,
-            item=item,
-            amount_cents=amount_cents,
-            at_turn=at_turn,
-            reversible=reversible,
-            args=args,
-            repeat_of_earlier=repeat_of_earlier,
-            reason=reason,
-            status=status,
-            by=by,
+    outcome = _record_action(
+        ticket=ticket,
+        tool=tool,
+        idempotency_key=idempotency_key,
+        item=item,
+        amount_cents=amount_cents,
+        at_turn=at_turn,
+        reversible=reversible,
+        args=args,
+        repeat_of_earlier=repeat_of_earlier,
+        reason=reason,
+        status=status,
+        by=by,
+    )
+    if isinstance(outcome, ActionRecorded):
+        return outcome
+    # Nothing was written for the refused request; the refusal is, then raised past the writing block.
+    attempt = RefusedAttempt.objects.create(
+        ticket=ticket,
+        actor_kind=by.kind,
+        actor=by.user,
+        tool=tool,
+        item=item,
+        amount_cents=amount_cents,
+        at_turn=at_turn,
+        thread_turn=outcome.thread_turn,
+        request=outcome.request,
+        earlier_action_id=outcome.earlier.id,
+        message=outcome.message,
+    )
+    raise RepeatRefused(
+        outcome.message,
+        earlier_action=outcome.earlier.model_dump(mode="json", exclude={"intended_at"}),
+        refunded_cents_total=outcome.refunded_cents_total,
+        refused_attempt_id=attempt.pk,
+    )
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    """A repeat the guard refused, before anything was written."""
+
+    earlier: ActionItem
+    message: str
+    request: dict[str, Any]
+    thread_turn: int
+    refunded_cents_total: int
+
+
+def _lock_for_action(ticket: Ticket, idempotency_key: str) -> PinnedState:
+    """The state and ticket rows locked, with the class and the first answer to this key (if any), in one
+    query. The lock serializes every writer of the ticket, so the key read with it is decisive."""
+    prior = IdempotencyRecord.objects.filter(ticket=OuterRef("ticket_id"), key=idempotency_key)
+    return (
+        PinnedState.objects.select_for_update(of=("self", "ticket"))
+        .select_related("ticket__ticket_class")
+        .annotate(
+            prior_fingerprint=Subquery(prior.values("fingerprint")[:1]),
+            prior_body=Subquery(prior.values("response_body")[:1], output_field=JSONField()),
         )
-    except RepeatRefused as refused:
-        attempt = RefusedAttempt.objects.create(
-            ticket=ticket,
-            actor_kind=by.kind,
-            actor=by.user,
-            tool=tool,
-            item=item,
-            amount_cents=amount_cents,
-            at_turn=at_turn,
-            thread_turn=refused.detail.pop("thread_turn", 0),
-            request=refused.detail.pop("request", {}),
-            earlier_action_id=refused.detail["earlier_action"]["id"],
-            message=refused.message,
-        )
-        refused.detail["refused_attempt_id"] = attempt.pk
-        raise
+        .get(ticket=ticket)
+    )
 
 
 @transaction.atomic
@@ -123,7 +157,7 @@ def _record_action(
     reason: str,
     status: str | None,
     by: Actor,
-) -> ActionRecorded:
+) -> ActionRecorded | _Refusal:
     if not idempotency_key or len(idempotency_key) > 255:
         raise InvalidInput("an idempotency key of 1 to 255 characters is required", field="idempotency_key")
     if not tool:
@@ -154,55 +188,57 @@ def _record_action(
         request_body["status"] = INTENDED
     fingerprint = request_fingerprint(request_body)
 
-    # The state row lock serializes every writer of this ticket, so the key lookup below is decisive.
-    locked_ticket = Ticket.objects.select_for_update().get(pk=ticket.pk)
-    PinnedState.objects.select_for_update().filter(ticket=ticket).exists()
-    existing = IdempotencyRecord.objects.filter(ticket=ticket, key=idempotency_key).first()
-    if existing is not None:
-        if existing.fingerprint != fingerprint:
+    refuse_if_in_flight(ticket, idempotency_key)
+    pinned = _lock_for_action(ticket, idempotency_key)
+    locked_ticket = pinned.ticket
+    if pinned.prior_fingerprint is not None:  # type: ignore[attr-defined]
+        if pinned.prior_fingerprint != fingerprint:  # type: ignore[attr-defined]
             raise IdempotencyKeyReused(
                 f"idempotency key {idempotency_key!r} was first used with a different request body",
                 idempotency_key=idempotency_key,
             )
-        return ActionRecorded(body=existing.response_body, replayed=True)
+        return ActionRecorded(body=pinned.prior_body, replayed=True)  # type: ignore[attr-defined]
 
     turn = check_turn(locked_ticket, at_turn)
-
-    def mutate(items: StateItems) -> ActionItem:
-        action = ActionItem(
-            id="",
-            tool=tool,
-            item=item,
-            amount_cents=amount_cents,
-            at_turn=turn,
-            reversible=reversible,
-            args=args or {},
-            idempotency_key=idempotency_key,
-            recorded_by=by.kind,  # type: ignore[arg-type]
-            reason=reason,
-            status=action_status,
-            intended_at=timezone.now() if action_status == INTENDED else None,
+    items = pinned.items
+    action = ActionItem(
+        id="",
+        tool=tool,
+        item=item,
+        amount_cents=amount_cents,
+        at_turn=turn,
+        reversible=reversible,
+        args=args or {},
+        idempotency_key=idempotency_key,
+        recorded_by=by.kind,  # type: ignore[arg-type]
+        reason=reason,
+        status=action_status,
+        intended_at=timezone.now() if action_status == INTENDED else None,
+    )
+    # A listed irreversible tool stays irreversible whatever the agent said.
+    action.reversible = not items.is_irreversible(action)
+    earlier = None if action.reversible else items.earlier_irreversible(tool=tool, item=item)
+    if earlier is not None and not repeat_of_earlier:
+        return _Refusal(
+            earlier=earlier,
+            message=f"refused: {earlier.describe()} was already {_held_how(earlier)} ({earlier.id}); "
+            f"a second irreversible {tool} for {item or 'this ticket'} needs "
+            '"repeat_of_earlier": true and a reason',
+            request=request_body,
+            thread_turn=locked_ticket.turn_count,
+            refunded_cents_total=items.refunded_cents_total,
         )
-        # A listed irreversible tool stays irreversible whatever the agent said.
-        action.reversible = not items.is_irreversible(action)
-        earlier = None if action.reversible else items.earlier_irreversible(tool=tool, item=item)
-        if earlier is not None and not repeat_of_earlier:
-            raise RepeatRefused(
-                f"refused: {earlier.describe()} was already {_held_how(earlier)} ({earlier.id}); "
-                f"a second irreversible {tool} for {item or 'this ticket'} needs "
-                '"repeat_of_earlier": true and a reason',
-                earlier_action=earlier.model_dump(mode="json", exclude={"intended_at"}),
-                refunded_cents_total=items.refunded_cents_total,
-                # Taken off the error and kept on the RefusedAttempt by record_action.
-                thread_turn=locked_ticket.turn_count,
-                request=request_body,
-            )
-        action.repeat_of = earlier.id if earlier else None
-        return items.add_action(action)
+    action.repeat_of = earlier.id if earlier else None
 
     op = StateOp.ACTION_INTENDED if action_status == INTENDED else StateOp.ACTION_TAKEN
     action, pinned = change_pinned_state(
-        ticket=locked_ticket, op=op, by=by, mutate=mutate, at_turn=turn, reason=reason
+        ticket=ticket,
+        op=op,
+        by=by,
+        mutate=lambda state: state.add_action(action),
+        at_turn=turn,
+        reason=reason,
+        locked=pinned,
     )
     body = _answer(action, pinned)
     IdempotencyRecord.objects.create(

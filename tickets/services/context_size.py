@@ -6,15 +6,7 @@ tokens) under its own lock, so nothing re-adds the whole request.
 
 from __future__ import annotations
 
-from django.db.models import F
-
 from tickets.models import Ticket
-
-
-def add_context_tokens(*, ticket: Ticket, delta: int) -> None:
-    if delta:
-        Ticket.objects.filter(pk=ticket.pk).update(context_tokens=F("context_tokens") + delta)
-        ticket.context_tokens += delta
 
 
 def set_context_tokens(*, ticket: Ticket, total: int) -> None:

@@ -16,7 +16,7 @@ from tickets.models import (
 )
 from tickets.services.actors import SYSTEM, Actor
 from tickets.state import StateItems, agent_state, items_to_data
-from tickets.tokens import REPLY_PRIMING_TOKENS, count_message, state_message
+from tickets.tokens import REPLY_PRIMING_TOKENS, count_message, state_tokens
 
 
 @transaction.atomic
@@ -39,7 +39,7 @@ def open_ticket(
     state_json = agent_state(
         ticket=ticket_id, order=order_id, seller_type=seller_type, version=1, items=items
     )
-    state_tokens = count_message(state_message(state_json), ticket_class.encoding)
+    opened_tokens = state_tokens(state_json, ticket_class.encoding)
     prompt_tokens = count_message(prompt, ticket_class.encoding)
     try:
         with transaction.atomic():
@@ -51,11 +51,11 @@ def open_ticket(
                 system_prompt=prompt,
                 system_prompt_tokens=prompt_tokens,
                 # No turns and no summary yet: the request is the system prompt and the state.
-                context_tokens=prompt_tokens + state_tokens + REPLY_PRIMING_TOKENS,
+                context_tokens=prompt_tokens + opened_tokens + REPLY_PRIMING_TOKENS,
             )
     except IntegrityError:
         raise TicketAlreadyExists(f"ticket {ticket_id} already exists", ticket_id=ticket_id) from None
-    PinnedState.objects.create(ticket=ticket, version=1, data=items_to_data(items), tokens=state_tokens)
+    PinnedState.objects.create(ticket=ticket, version=1, data=items_to_data(items), tokens=opened_tokens)
     StateChange.objects.create(
         ticket=ticket,
         op=StateOp.OPENED,
@@ -63,9 +63,7 @@ def open_ticket(
         actor=by.user,
         from_version=0,
         to_version=1,
-        before={},
-        after=state_json,
-        after_tokens=state_tokens,
+        after_tokens=opened_tokens,
         thread_turn=0,
     )
     return ticket

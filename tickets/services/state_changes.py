@@ -4,15 +4,16 @@ corrections. Each operation is one method of `StateItems`; this module locks, ve
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 
 from tickets.errors import InvalidInput, StaleVersion
 from tickets.models import PinnedState, StateChange, StateOp, Ticket
 from tickets.services.actors import SYSTEM, Actor
-from tickets.services.context_size import add_context_tokens
-from tickets.state import ActionItem, StateItems, TextItem, items_to_data
-from tickets.tokens import count_message, state_message
+from tickets.state import ActionItem, StateItems, TextItem, agent_item, items_to_data, state_document
+from tickets.tokens import state_frame_tokens, state_item_tokens
 
 # The operations an agent may send to POST .../state/ (actions have their own endpoint).
 AGENT_STATE_OPS = (
@@ -34,6 +35,29 @@ CORRECTION_OPS = (
 )
 
 
+def lock_pinned_state(ticket: Ticket) -> PinnedState:
+    """The ticket's pinned state with its ticket and class, the state's and the ticket's rows locked (not the
+    class's: every ticket of a class would wait on it)."""
+    return (
+        PinnedState.objects.select_for_update(of=("self", "ticket"))
+        .select_related("ticket__ticket_class")
+        .get(ticket=ticket)
+    )
+
+
+def state_frame(pinned: PinnedState, totals: dict[str, int]) -> dict[str, Any]:
+    """The agent-facing state with its item lists empty: what the frame of its token count is made of."""
+    ticket = pinned.ticket
+    return state_document(
+        ticket=ticket.ticket_id,
+        order=ticket.order_id,
+        seller_type=ticket.seller_type,
+        version=pinned.version,
+        lists={},
+        totals=totals,
+    )
+
+
 def change_pinned_state[T](
     *,
     ticket: Ticket,
@@ -43,14 +67,17 @@ def change_pinned_state[T](
     at_turn: int | None,
     reason: str = "",
     expected_version: int | None = None,
+    locked: PinnedState | None = None,
 ) -> tuple[T, PinnedState]:
     """Lock the pinned state, check the version, apply `mutate`, bump the version, write the audit row.
 
-    Call inside a transaction. The ticket's stored context size moves by the change in the state's tokens,
-    and its `open_intent_since` follows the intents still waiting to be settled. When `mutate` returns an
-    item (an action, a constraint, ...), the audit row names it.
+    Call inside a transaction; `locked` is the state when the caller has locked it already
+    (`lock_pinned_state`). The state grows by deltas: its token count moves by the tokens of the items the
+    operation changed (and of the frame: version, totals), the audit row keeps those items, not copies of the
+    state, and the ticket's stored context size and `open_intent_since` move in one update. When `mutate`
+    returns an item (an action, a constraint, ...), the audit row names it.
     """
-    pinned = PinnedState.objects.select_for_update().select_related("ticket__ticket_class").get(ticket=ticket)
+    pinned = locked if locked is not None else lock_pinned_state(ticket)
     if expected_version is not None and expected_version != pinned.version:
         raise StaleVersion(
             f"the pinned state is at version {pinned.version}, not {expected_version}: "
@@ -58,41 +85,62 @@ def change_pinned_state[T](
             current_version=pinned.version,
             current_state=pinned.agent_json(),
         )
-    before = pinned.agent_json()
-    before_tokens = pinned.tokens
+    owner = pinned.ticket
+    encoding = owner.ticket_class.encoding
     items = pinned.items
+    totals_before = items.totals()
+    frame_before = state_frame_tokens(state_frame(pinned, totals_before), encoding)
     result = mutate(items)
     pinned.data = items_to_data(items)
     pinned.version += 1
-    after = pinned.agent_json()
-    pinned.tokens = count_message(state_message(after), pinned.ticket.ticket_class.encoding)
+    pinned.keep_items(items)
+    totals_after = items.totals()
+    item_changes = items.changes
+    delta = state_frame_tokens(state_frame(pinned, totals_after), encoding) - frame_before
+    for change in item_changes:
+        for side, sign in ((change.after, 1), (change.before, -1)):
+            if side is not None:
+                delta += sign * state_item_tokens(
+                    change.category, agent_item(change.category, side), encoding
+                )
+    pinned.tokens += delta
     pinned.save(update_fields=["data", "version", "tokens", "updated_at"])
+    moved = {
+        name: [totals_before[name], totals_after[name]]
+        for name in totals_after
+        if totals_before[name] != totals_after[name]
+    }
     StateChange.objects.create(
-        ticket=pinned.ticket,
+        ticket=owner,
         op=op,
         actor_kind=by.kind,
         actor=by.user,
         from_version=pinned.version - 1,
         to_version=pinned.version,
-        before=before,
-        after=after,
+        change={"items": [c.as_json() for c in item_changes], **({"totals": moved} if moved else {})},
         after_tokens=pinned.tokens,
         at_turn=at_turn,
-        thread_turn=pinned.ticket.turn_count,
+        thread_turn=owner.turn_count,
         subject_id=getattr(result, "id", "") or "",
         reason=reason,
     )
+    fields: dict[str, Any] = {}
+    if delta:
+        fields["context_tokens"] = F("context_tokens") + delta
     open_since = items.open_intent_since()
-    if open_since != pinned.ticket.open_intent_since:
-        stale_at = open_since + pinned.ticket.ticket_class.intent_timeout if open_since else None
-        Ticket.objects.filter(pk=pinned.ticket.pk).update(
-            open_intent_since=open_since, intent_stale_at=stale_at
-        )
-        pinned.ticket.open_intent_since = ticket.open_intent_since = open_since
-        pinned.ticket.intent_stale_at = ticket.intent_stale_at = stale_at
-    add_context_tokens(ticket=pinned.ticket, delta=pinned.tokens - before_tokens)
-    if ticket is not pinned.ticket:
-        ticket.context_tokens = pinned.ticket.context_tokens
+    if open_since != owner.open_intent_since:
+        stale_at = open_since + owner.ticket_class.intent_timeout if open_since else None
+        fields.update(open_intent_since=open_since, intent_stale_at=stale_at)
+    if fields:
+        Ticket.objects.filter(pk=owner.pk).update(**fields)
+    # The locked row was read fresh; the caller's copy follows it.
+    owner.context_tokens += delta
+    owner.open_intent_since = open_since
+    owner.intent_stale_at = fields.get("intent_stale_at", owner.intent_stale_at)
+    if ticket is not owner:
+        ticket.context_tokens = owner.context_tokens
+        ticket.open_intent_since = owner.open_intent_since
+        ticket.intent_stale_at = owner.intent_stale_at
     return result, pinned
 
 

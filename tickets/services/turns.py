@@ -1,17 +1,16 @@
 """Appending to the thread. The compaction policy is not run here: a turn arriving is one top-level
-action (`desk.turns.receive_turn`) that calls this, then compaction."""
+action (`desk.turns.receive_turn`) that opens the transaction, calls this, then compaction."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
-
 from tickets.errors import IdempotencyKeyReused, InvalidInput
 from tickets.fingerprints import request_fingerprint
 from tickets.models import Ticket, Turn, TurnRole
 from tickets.services.actors import SYSTEM, Actor
+from tickets.services.idempotency import refuse_if_in_flight
 from tickets.tokens import count_turn
 
 AGENT_ROLES = (TurnRole.CUSTOMER, TurnRole.AGENT, TurnRole.TOOL_CALL, TurnRole.TOOL_RESULT)
@@ -23,7 +22,6 @@ class TurnAppended:
     replayed: bool = False
 
 
-@transaction.atomic
 def append_turn(
     *,
     ticket: Ticket,
@@ -37,10 +35,11 @@ def append_turn(
     idempotency_key: str = "",
     by: Actor = SYSTEM,
 ) -> TurnAppended:
-    """Store the next turn of the thread and add its tokens to the ticket's context size.
+    """Store the next turn of the thread and add its tokens to the ticket's context size. Call inside a
+    transaction (the caller's: `receive_turn`), which the ticket's row lock lasts for.
 
     With an idempotency key, a retry with the same body returns the turn first stored (`replayed`);
-    the same key with another body is refused.
+    the same key with another body is refused, and the same key still in flight is refused at once.
     """
     if role not in AGENT_ROLES:
         raise InvalidInput(f"role {role!r} is not one of {', '.join(AGENT_ROLES)}", field="role")
@@ -51,7 +50,10 @@ def append_turn(
     if args is not None and not isinstance(args, dict):
         raise InvalidInput("args must be a JSON object", field="args")
 
-    locked = Ticket.objects.select_for_update().select_related("ticket_class").get(pk=ticket.pk)
+    if idempotency_key:
+        refuse_if_in_flight(ticket, idempotency_key)
+    # The class is read with it, not locked: every ticket of a class would wait on its row.
+    locked = Ticket.objects.select_for_update(of=("self",)).select_related("ticket_class").get(pk=ticket.pk)
     fingerprint = ""
     if idempotency_key:
         fingerprint = request_fingerprint(

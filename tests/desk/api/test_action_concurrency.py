@@ -11,11 +11,11 @@ from django.contrib.auth.models import Group
 from django.db import connection, connections, transaction
 from rest_framework.test import APIClient
 
-from desk.api.services import _advisory_key
 from tests.desk.api.conftest import REFUND, post_action
 from tests.factories import chat
 from tickets.accounts import ROLES, create_agent
 from tickets.models import IdempotencyRecord, PinnedState, Ticket, TicketClass
+from tickets.services.idempotency import advisory_key
 from tickets.services.lifecycle import open_ticket
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -97,7 +97,7 @@ def test_a_request_whose_key_is_still_in_flight_is_answered_409_then_replayed(
         # Stands in for a request that took the key and has not committed yet.
         try:
             with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_advisory_key(ticket, "rf-1")])
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [advisory_key(ticket, "rf-1")])
                 holding.set()
                 release.wait(timeout=30)
         finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from desk.pages.diff import state_diff
+from desk.pages.diff import change_diff, state_diff
 from tests.browser.desk_data import import_seed_t40118, supervisor
 
 REFUND = {"id": "A1", "at_turn": 6, "tool": "issue_refund", "item": "garden-table", "amount_cents": 4000}
@@ -62,3 +62,28 @@ def test_audit_rows_and_replay_show_the_diff(client: Client, scenario: dict) -> 
     assert "refunded total: $0.00 → $40.00" in changes
     quiet = client.get("/tickets/T-40118/replay/", {"turn": 8}).content.decode()
     assert "The pinned state did not change at this turn." in quiet
+
+
+def test_an_audited_change_reads_as_the_lines_of_its_items_and_the_total_it_moved() -> None:
+    """The audit keeps one item before and after; the page shows it as the same lines a whole-state diff
+    would give."""
+    change = {
+        "items": [
+            {
+                "category": "actions_taken",
+                "before": {"id": "A1", "tool": "issue_refund", "item": "garden-table", "status": "intended"},
+                "after": {"id": "A1", "tool": "issue_refund", "item": "garden-table", "status": "succeeded"},
+            }
+        ],
+        "totals": {"refunded_cents_total": [0, 4000]},
+    }
+    texts = [(d.kind, d.text) for d in change_diff(change)]
+    assert texts == [
+        ("changed", "A1 status: intended → succeeded"),
+        ("changed", "refunded total: $0.00 → $40.00"),
+    ]
+    resolved = {
+        "items": [{"category": "open_questions", "before": {"id": "Q1", "text": "scanned?"}, "after": None}]
+    }
+    assert [d.kind for d in change_diff(resolved)] == ["removed"]
+    assert change_diff({}) == []

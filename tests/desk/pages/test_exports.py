@@ -72,7 +72,7 @@ def test_ticket_export_holds_state_turns_events_reviews_and_changes(sam: Client,
     response = sam.get(f"/tickets/{ticket.ticket_id}/export.json")
     assert response.status_code == 200 and "T-40118.json" in response["Content-Disposition"]
     doc = json.loads(response.content)
-    assert doc["format"] == "sundry-ticket-export/1"
+    assert doc["format"] == "sundry-ticket-export/2"
     assert doc["state"]["refunded_cents_total"] == 4000
     assert len(doc["turns"]) == 26 and doc["turns"][21]["threshold_tokens"] == 6400
     (applied,) = [c for c in doc["compactions"] if c["status"] == "applied"]

@@ -1,0 +1,37 @@
+"""A request whose Idempotency-Key is still being processed is told so at once (the IETF draft's 409),
+instead of queueing behind the first and getting its replay later.
+
+On PostgreSQL the first request holds a transaction advisory lock named by (ticket, key) until it commits;
+a request that cannot take it is refused. SQLite has no such lock: there the database's single writer
+serializes duplicates and the later one gets the replay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.db import connection
+
+from tickets.errors import IdempotencyKeyInFlight
+from tickets.models import Ticket
+
+
+def advisory_key(ticket: Ticket, idempotency_key: str) -> int:
+    digest = hashlib.sha256(f"sundry-idempotency:{ticket.pk}:{idempotency_key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def refuse_if_in_flight(ticket: Ticket, idempotency_key: str) -> None:
+    """Take the key's advisory lock for this transaction, or raise IdempotencyKeyInFlight. Call inside the
+    transaction that will store the key's answer."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [advisory_key(ticket, idempotency_key)])
+        (acquired,) = cursor.fetchone()
+    if not acquired:
+        raise IdempotencyKeyInFlight(
+            f"a request with idempotency key {idempotency_key!r} is still being processed; "
+            "retry it in a moment to get its result",
+            idempotency_key=idempotency_key,
+        )
