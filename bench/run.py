@@ -599,6 +599,7 @@ def _queue_growth(
     The pages are keyset pages: page 20 is reached by following the "Older" link 19 times from the
     first page, the last page by the "Last" link, as a supervisor would.
     """
+
     def older_link(path: str) -> str:
         conn = http.client.HTTPConnection("127.0.0.1", client.port, timeout=30)
         try:
