@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from django.db import connection
 from django.db.models import (
@@ -117,7 +117,7 @@ class QueueCount:
     """How many tickets match: exact, at least `value` (past the cap) or about `value` (estimated)."""
 
     value: int
-    kind: str = "exact"
+    kind: Literal["exact", "at_least", "about"] = "exact"
 
     def __str__(self) -> str:
         noun = "ticket" if self.value == 1 and self.kind == "exact" else "tickets"
