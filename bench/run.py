@@ -8,10 +8,12 @@ through the services once and are copied row by row.
 
 from __future__ import annotations
 
+import html
 import http.client
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -599,20 +601,39 @@ def _fill_queue(total: int, log: Log) -> None:
 def _queue_growth(
     client: HTTPClient, page: dict[str, str], options: Options, log: Log
 ) -> tuple[dict[str, float | None], dict[str, Any]]:
-    """The queue's first page and its last page at 1,000 tickets, then again at `queue_tickets`."""
-    from desk.pages.queue import QUEUE_PAGE_SIZE
+    """The queue's first page, page 20 and its last page at 1,000 tickets, then again at `queue_tickets`.
+
+    The pages are keyset pages: page 20 is reached by following the "Older" link 19 times from the
+    first page, the last page by the "Last" link, as a supervisor would.
+    """
+
+    def older_link(path: str) -> str:
+        conn = http.client.HTTPConnection("127.0.0.1", client.port, timeout=30)
+        try:
+            conn.request("GET", path, headers=page)
+            response = conn.getresponse()
+            body = response.read().decode()
+        finally:
+            conn.close()
+        found = re.search(r'<a href="([^"]*)"[^>]*data-page="older"', body)
+        if response.status != 200 or found is None:
+            raise RuntimeError(f"queue: {path} answered {response.status} without an Older link")
+        href = html.unescape(found[1])
+        return href if href.startswith("/") else "/" + href
 
     timings: dict[str, list[float]] = {}
     for total in (1000, options.queue_tickets):
         log(f"queue: filling to {total:,} tickets")
         _fill_queue(total, log)
-        last = -(-total // QUEUE_PAGE_SIZE)
+        page_20 = "/"
+        for _ in range(19):
+            page_20 = older_link(page_20)
         measured = _sequential(
             client,
             {
                 f"queue_{total}_first": lambda n: ("GET", "/", page, b""),
-                f"queue_{total}_page_20": lambda n: ("GET", "/?page=20", page, b""),
-                f"queue_{total}_last": lambda n, last=last: ("GET", f"/?page={last}", page, b""),  # type: ignore[misc]
+                f"queue_{total}_page_20": lambda n, path=page_20: ("GET", path, page, b""),  # type: ignore[misc]
+                f"queue_{total}_last": lambda n: ("GET", "/?last=1", page, b""),
             },
             options.growth_samples,
         )

@@ -167,9 +167,10 @@ class Ticket(models.Model):
                 name="ticket_intent_stale_at",
                 condition=Q(intent_stale_at__isnull=False),
             ),
-            # The queue's sorts: most tokens, most turns.
-            models.Index(fields=["-context_tokens"], name="ticket_context_tokens_desc"),
-            models.Index(fields=["-turn_count"], name="ticket_turn_count_desc"),
+            # The queue's sorts, most tokens and most turns, with the primary key as their tiebreaker:
+            # a keyset page seeks to its cursor in one of these and reads only its own rows.
+            models.Index(fields=["-context_tokens", "-id"], name="ticket_tokens_id_desc"),
+            models.Index(fields=["-turn_count", "-id"], name="ticket_turns_id_desc"),
         ]
 
     def __str__(self) -> str:

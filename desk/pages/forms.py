@@ -1,5 +1,5 @@
-"""HTML form input: the supervisor's state correction, the queue filters, the replay picker, a
-compaction review and the metrics' date range."""
+"""HTML form input: the supervisor's state correction, the queue filters and position, the replay
+picker, a compaction review and the metrics' date range."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.core.validators import MaxValueValidator
 from compaction.models import ReviewVerdict
 from compaction.reviews import COMMENT_MAX_CHARS
 from desk.pages.metrics import MAX_RANGE_DAYS, DateRange
-from desk.pages.queue import QUEUE_SORTS, QueueFilters, QueueFlag
+from desk.pages.queue import QUEUE_SORTS, QueueFilters, QueueFlag, QueuePosition, parse_cursor
 from tickets.models import StateOp, TicketStatus
 
 # What each correction asks for, besides the reason and the version it was rendered from.
@@ -208,6 +208,27 @@ class QueueFilterForm(forms.Form):
             flags=tuple(data.get("flags") or ()),
             sort=sort if sort in QUEUE_SORTS else "recent",
         )
+
+
+class QueuePositionForm(forms.Form):
+    """Where the queue's page starts: `after` or `before` a cursor, or `last`. A cursor that is not
+    one of the sort's cursors (garbage, or one from another sort) gives the first page."""
+
+    after = forms.CharField(required=False, max_length=40)
+    before = forms.CharField(required=False, max_length=40)
+    last = forms.BooleanField(required=False)
+
+    def position(self, sort: str) -> QueuePosition:
+        if not self.is_valid():
+            return QueuePosition()
+        data = self.cleaned_data
+        if data.get("last"):
+            return QueuePosition(last=True)
+        if after := parse_cursor(data.get("after") or "", sort):
+            return QueuePosition(after=after)
+        if before := parse_cursor(data.get("before") or "", sort):
+            return QueuePosition(before=before)
+        return QueuePosition()
 
 
 class ReplayForm(forms.Form):

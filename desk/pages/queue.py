@@ -1,10 +1,17 @@
-"""The queue's read: tickets with their class, pinned state, compaction count and flags, one query a page."""
+"""The queue's read: tickets with their class, pinned state, compaction count and flags, one query a page.
+
+Pages are keyset (seek) pages: each starts after or before a cursor, the sort key and the primary key of
+a row, so the database reads the page's rows from an index and nothing before them, however deep the
+page. The count is exact up to a cap and an estimate past it.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from django.db import connection
 from django.db.models import (
     BooleanField,
     Count,
@@ -18,6 +25,7 @@ from django.db.models import (
     Subquery,
     Value,
 )
+from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, TupleLessThan
 from django.db.models.functions import Coalesce, Now
 
 from compaction.models import CompactionEvent, CompactionStatus
@@ -25,6 +33,8 @@ from tickets.models import RefusedAttempt, Ticket, TicketClass
 from tickets.state import StateItems
 
 QUEUE_PAGE_SIZE = 50
+# Up to this many matching tickets the queue counts them; past it, it says "about N" or "N+".
+QUEUE_COUNT_CAP = 1000
 
 
 class QueueFlag:
@@ -56,7 +66,66 @@ class QueueFilters:
     sort: str = "recent"
 
 
-QUEUE_SORTS = {"recent": "-pk", "tokens": "-context_tokens", "turns": "-turn_count"}
+# Each sort's key, largest first. The primary key breaks ties (newest first), so the order is total
+# and a cursor names one place in it; tickets_ticket has an index on each (key DESC, id DESC).
+QUEUE_SORTS = {"recent": "pk", "tokens": "context_tokens", "turns": "turn_count"}
+
+# A cursor is its sort's key and the primary key, joined by dots ("4312.98765"; "98765" for
+# `recent`). Eighteen digits at most keep every value inside a bigint.
+_CURSOR_PART = re.compile(r"[0-9]{1,18}")
+
+
+def _key_fields(sort: str) -> tuple[str, ...]:
+    field = QUEUE_SORTS.get(sort, "pk")
+    return ("pk",) if field == "pk" else (field, "pk")
+
+
+def cursor_of(ticket: Ticket, sort: str) -> str:
+    """The cursor of a ticket's place in the queue sorted by `sort`."""
+    return ".".join(str(getattr(ticket, name)) for name in _key_fields(sort))
+
+
+def parse_cursor(raw: str, sort: str) -> tuple[int, ...] | None:
+    """The key a cursor names for `sort`, or None when it is not one of its cursors."""
+    parts = raw.split(".")
+    if len(parts) != len(_key_fields(sort)) or not all(_CURSOR_PART.fullmatch(p) for p in parts):
+        return None
+    return tuple(int(p) for p in parts)
+
+
+@dataclass(frozen=True)
+class QueuePosition:
+    """Where a page starts: the top (nothing set), just after a cursor (older tickets), just before
+    one (newer tickets), or the end of the queue."""
+
+    after: tuple[int, ...] | None = None
+    before: tuple[int, ...] | None = None
+    last: bool = False
+
+
+@dataclass(frozen=True)
+class QueuePage:
+    """One page of the queue and the cursors of its neighbours (None at either end)."""
+
+    tickets: list[Ticket]
+    newer: str | None
+    older: str | None
+
+
+@dataclass(frozen=True)
+class QueueCount:
+    """How many tickets match: exact, at least `value` (past the cap) or about `value` (estimated)."""
+
+    value: int
+    kind: Literal["exact", "at_least", "about"] = "exact"
+
+    def __str__(self) -> str:
+        noun = "ticket" if self.value == 1 and self.kind == "exact" else "tickets"
+        if self.kind == "at_least":
+            return f"{self.value:,}+ {noun}"
+        if self.kind == "about":
+            return f"about {self.value:,} {noun}"
+        return f"{self.value:,} {noun}"
 
 
 def _events(**conditions: Any) -> QuerySet[CompactionEvent]:
@@ -108,7 +177,12 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
             # The newest event is a deferral: compaction is due and waits for the next boundary.
             pending_deferral=Exists(
                 _events(status=CompactionStatus.DEFERRED).filter(
-                    number=Subquery(_events().order_by("-number").values("number")[:1])
+                    # The newest event of the deferral's own ticket (OuterRef here is the event).
+                    number=Subquery(
+                        CompactionEvent.objects.filter(ticket=OuterRef("ticket"))
+                        .order_by("-number")
+                        .values("number")[:1]
+                    )
                 )
             ),
         )
@@ -142,7 +216,82 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
         tickets = tickets.filter(has_refused=True)
     if QueueFlag.STALE_INTENTS in filters.flags:
         tickets = tickets.filter(has_stale_intent=True)
-    return tickets.order_by(QUEUE_SORTS.get(filters.sort, "-pk"))
+    return tickets.order_by(*(f"-{name}" for name in _key_fields(filters.sort)))
+
+
+def queue_page(filters: QueueFilters, position: QueuePosition, *, size: int = QUEUE_PAGE_SIZE) -> QueuePage:
+    """The page of the queue at `position`: one query, `size + 1` rows read from the sort's index.
+
+    A page before a cursor, and the last page, are read in the reverse order (so the database walks
+    the index from the other end) and turned back in Python. A cursor that finds nothing (its tickets
+    filtered away, or a hand-made one) gives the first page.
+
+    The page's primary keys are chosen in a subquery and the counts and flags computed around it:
+    PostgreSQL then plans them for the page's rows, one index probe each, instead of hashing every
+    compaction event once per page as it does when it expects the whole queue (it ignores the LIMIT
+    when it chooses).
+    """
+    fields = _key_fields(filters.sort)
+    key = Tuple(*(F(name) for name in fields))
+    backwards = position.last or position.before is not None
+    order = fields if backwards else tuple(f"-{name}" for name in fields)
+    window = queue_tickets(filters).order_by(*order)
+    if position.before is not None:
+        window = window.filter(TupleGreaterThan(key, position.before))
+    elif position.after is not None and not backwards:
+        window = window.filter(TupleLessThan(key, position.after))
+    chosen = window.values("pk")[: size + 1]
+    found = list(queue_tickets(QueueFilters(sort=filters.sort)).filter(pk__in=chosen).order_by(*order))
+    more = len(found) > size
+    found = found[:size]
+    if not found and position != QueuePosition():
+        return queue_page(filters, QueuePosition(), size=size)
+    if backwards:
+        found.reverse()
+        newer = cursor_of(found[0], filters.sort) if more else None
+        older = None if position.last else cursor_of(found[-1], filters.sort)
+    else:
+        newer = None if position.after is None else cursor_of(found[0], filters.sort)
+        older = cursor_of(found[-1], filters.sort) if more else None
+    return QueuePage(tickets=found, newer=newer, older=older)
+
+
+def queue_count(filters: QueueFilters, *, cap: int = QUEUE_COUNT_CAP) -> QueueCount:
+    """The matching tickets, counted up to `cap`; past it, an estimate for the whole queue on
+    PostgreSQL (the planner's row estimate, no scan) and "cap+" otherwise.
+
+    A filtered queue past the cap says "cap+": the planner's guess for flags (EXISTS over compaction
+    events) can be off by orders of magnitude, and the page should not state a figure it cannot back.
+    """
+    counted = queue_tickets(filters).order_by().values("pk")[: cap + 1].count()
+    if counted <= cap:
+        return QueueCount(counted)
+    if filters == QueueFilters(sort=filters.sort):
+        estimate = _estimated_tickets()
+        if estimate is not None and estimate > cap:
+            return QueueCount(_two_significant_digits(estimate), kind="about")
+    return QueueCount(cap, kind="at_least")
+
+
+def _estimated_tickets() -> int | None:
+    """The planner's estimate of the ticket table's rows: its rows per page at the last ANALYZE times
+    the pages it has now (as PostgreSQL itself estimates); None off PostgreSQL or before any ANALYZE."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT CASE WHEN relpages > 0"
+            " THEN reltuples / relpages * (pg_relation_size(oid) / current_setting('block_size')::int)"
+            " ELSE reltuples END FROM pg_class WHERE oid = %s::regclass",
+            [Ticket._meta.db_table],
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row and row[0] is not None and row[0] > 0 else None
+
+
+def _two_significant_digits(n: int) -> int:
+    digits = len(str(n))
+    return n if digits <= 2 else round(n, 2 - digits)
 
 
 def ticket_classes() -> QuerySet[TicketClass]:

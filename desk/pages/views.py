@@ -11,7 +11,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -29,6 +28,7 @@ from desk.pages.forms import (
     CorrectionForm,
     MetricsRangeForm,
     QueueFilterForm,
+    QueuePositionForm,
     ReplayForm,
     ReviewForm,
     StatusForm,
@@ -80,20 +80,27 @@ def desk_role(*, admin: bool = False) -> Callable[[View], View]:
 @desk_role()
 @vary_on_headers("HX-Request")
 def queue(request: HttpRequest) -> HttpResponse:
+    query = request.GET.copy()
+    if "page" in query:
+        # A numbered page from before keyset pages (an old bookmark): the first page, filters kept.
+        query.pop("page")
+        return redirect(f"{reverse('queue')}?{query.urlencode()}" if query else reverse("queue"))
     classes = list(queue_reads.ticket_classes().values_list("slug", flat=True))
     form = QueueFilterForm(request.GET, class_slugs=classes)
-    tickets = queue_reads.queue_tickets(form.filters())
-    page = Paginator(tickets, queue_reads.QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
-    rows = [(t, queue_reads.refunded_cents(t)) for t in page.object_list]
-    query = request.GET.copy()
-    query.pop("page", None)
+    filters = form.filters()
+    position = QueuePositionForm(request.GET).position(filters.sort)
+    count = queue_reads.queue_count(filters, cap=queue_reads.QUEUE_COUNT_CAP)
+    page = queue_reads.queue_page(filters, position, size=queue_reads.QUEUE_PAGE_SIZE)
+    rows = [(t, queue_reads.refunded_cents(t)) for t in page.tickets]
+    for name in QueuePositionForm.base_fields:
+        query.pop(name, None)
     template_name = "tickets/queue.html"
     if _is_fragment_request(request):
         template_name += "#results"
     response = render(
         request,
         template_name,
-        {"form": form, "page": page, "rows": rows, "query": query.urlencode()},
+        {"form": form, "page": page, "count": count, "rows": rows, "query": query.urlencode()},
     )
     if _is_fragment_request(request):
         push_url(response, request.get_full_path())

@@ -148,7 +148,7 @@ def test_every_version_is_the_audit_replayed(ticket: Ticket) -> None:
 
 
 def test_the_migration_turns_two_copies_into_the_change_between_them() -> None:
-    delta = importlib.import_module("tickets.migrations.0010_state_change_deltas").delta
+    delta = importlib.import_module("tickets.migrations.0011_state_change_deltas").delta
     before = {"actions_taken": [{"id": "A1", "status": "intended"}], "refunded_cents_total": 0}
     settled = {"actions_taken": [{"id": "A1", "status": "succeeded"}], "refunded_cents_total": 4000}
     assert delta(before, settled, "A1") == {

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from desk.pages.queue import QUEUE_PAGE_SIZE
 from tests.browser.desk_data import admin, agent, import_lossy_t40118, import_t40118, supervisor
 from tests.factories import chat
 from tickets.models import Ticket, TicketClass, TicketStatus
@@ -16,8 +15,8 @@ from tickets.services.lifecycle import open_ticket
 
 pytestmark = pytest.mark.django_db
 
-# session + user + roles + classes for the filter + count + one page of tickets (with their class,
-# pinned state, compaction count and flags in the same query).
+# session + user + roles + classes for the filter + the count (capped) + one page of tickets (with their
+# class, pinned state, compaction count and flags in the same query). Paging: test_queue_pages.py.
 QUEUE_QUERIES = 6
 
 
@@ -97,15 +96,6 @@ def test_coverage_miss_flag_filters_to_the_lossy_ticket(
     assert "T-40118" not in sam.get("/", {"flags": "failed"}).content.decode()
 
 
-def test_queue_is_paginated(sam: Client, standard_class: TicketClass) -> None:
-    make_tickets(standard_class, QUEUE_PAGE_SIZE + 3)
-    first = sam.get("/").content.decode()
-    assert first.count("data-row-link") == QUEUE_PAGE_SIZE
-    assert "page 1 of 2" in first
-    second = sam.get("/", {"page": 2}).content.decode()
-    assert second.count("data-row-link") == 3
-
-
 def test_an_htmx_request_gets_only_the_results_fragment(sam: Client, standard_class: TicketClass) -> None:
     make_tickets(standard_class, 2)
     response = sam.get("/", {"q": "T-7001"}, headers={"HX-Request": "true"})
@@ -158,3 +148,36 @@ def test_only_admins_reach_the_classes_page(client: Client, standard_class: Tick
     client.force_login(admin())
     html = client.get("/classes/").content.decode()
     assert "standard-8k" in html and "6400" in html
+
+
+def test_the_deferred_flag_shows_while_the_newest_compaction_event_is_a_deferral(
+    sam: Client, standard_class: TicketClass
+) -> None:
+    """A ticket waiting for its next boundary is flagged; one compacted since its deferral is not."""
+    from compaction.models import CompactionEvent, CompactionStatus
+
+    waiting, done = make_tickets(standard_class, 2)
+    # Three events per ticket, the other ticket's first: no event id lines up with a ticket id.
+    events = [
+        (done, 1, CompactionStatus.APPLIED),
+        (done, 2, CompactionStatus.DEFERRED),
+        (done, 3, CompactionStatus.APPLIED),
+        (waiting, 1, CompactionStatus.APPLIED),
+        (waiting, 2, CompactionStatus.APPLIED),
+        (waiting, 3, CompactionStatus.DEFERRED),
+    ]
+    for ticket, number, status in events:
+        replaced = {"first_replaced_turn": 1, "last_replaced_turn": 1} if status == "applied" else {}
+        CompactionEvent.objects.create(
+            ticket=ticket,
+            number=number,
+            at_turn=number,
+            status=status,
+            tokens_before=7000,
+            threshold_tokens=6400,
+            **replaced,
+        )
+    html = sam.get("/").content.decode()
+    rows = {t.ticket_id: html[html.index(t.ticket_id) :][:3000] for t in (waiting, done)}
+    assert "flag-deferred" in rows[waiting.ticket_id].split("</tr>")[0]
+    assert "flag-deferred" not in rows[done.ticket_id].split("</tr>")[0]

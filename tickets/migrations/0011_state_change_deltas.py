@@ -45,7 +45,7 @@ def forwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("tickets", "0009_hashed_agent_tokens")]
+    dependencies = [("tickets", "0010_queue_keyset_indexes")]
 
     operations = [
         migrations.AddField(
