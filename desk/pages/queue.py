@@ -26,11 +26,12 @@ from django.db.models import (
     Value,
 )
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, TupleLessThan
-from django.db.models.functions import Coalesce, Now
+from django.db.models.functions import Coalesce, Floor, Now
 
 from compaction.models import CompactionEvent, CompactionStatus
 from tickets.models import RefusedAttempt, Ticket, TicketClass
 from tickets.state import StateItems
+from tickets.tokens import REPLY_PRIMING_TOKENS
 
 QUEUE_PAGE_SIZE = 50
 # Up to this many matching tickets the queue counts them; past it, it says "about N" or "N+".
@@ -45,6 +46,7 @@ class QueueFlag:
     OVER_BUDGET = "over_budget"
     REFUSED = "refused_repeats"
     STALE_INTENTS = "stale_intents"
+    STATE_FULL = "state_over_threshold"
 
     choices = (
         (NEEDS_REVIEW, "Unreviewed"),
@@ -54,6 +56,7 @@ class QueueFlag:
         (OVER_BUDGET, "Over budget now"),
         (REFUSED, "Refused repeats"),
         (STALE_INTENTS, "Open intents past their timeout"),
+        (STATE_FULL, "State alone over the threshold"),
     )
 
 
@@ -148,6 +151,9 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
     )
     tickets = (
         Ticket.objects.select_related("ticket_class", "pinned_state")
+        .alias(
+            state_floor=F("system_prompt_tokens") + F("pinned_state__tokens") + Value(REPLY_PRIMING_TOKENS)
+        )
         .only(
             "ticket_id",
             "order_id",
@@ -174,6 +180,16 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
             ),
             has_refused=Exists(RefusedAttempt.objects.filter(ticket=OuterRef("pk"))),
             has_stale_intent=ExpressionWrapper(Q(intent_stale_at__lte=Now()), output_field=BooleanField()),
+            # compaction.policy.compaction_floor at or over the class's threshold, in SQL: compacting turns
+            # cannot bring such a ticket under its threshold.
+            state_over_threshold=ExpressionWrapper(
+                Q(
+                    state_floor__gte=Floor(
+                        F("ticket_class__token_budget") * F("ticket_class__compaction_threshold")
+                    )
+                ),
+                output_field=BooleanField(),
+            ),
             # The newest event is a deferral: compaction is due and waits for the next boundary.
             pending_deferral=Exists(
                 _events(status=CompactionStatus.DEFERRED).filter(
@@ -216,6 +232,8 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
         tickets = tickets.filter(has_refused=True)
     if QueueFlag.STALE_INTENTS in filters.flags:
         tickets = tickets.filter(has_stale_intent=True)
+    if QueueFlag.STATE_FULL in filters.flags:
+        tickets = tickets.filter(state_over_threshold=True)
     return tickets.order_by(*(f"-{name}" for name in _key_fields(filters.sort)))
 
 

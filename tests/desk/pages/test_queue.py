@@ -12,6 +12,7 @@ from tests.factories import chat
 from tickets.models import Ticket, TicketClass, TicketStatus
 from tickets.services.actions import record_action
 from tickets.services.lifecycle import open_ticket
+from tickets.services.state_changes import change_state
 
 pytestmark = pytest.mark.django_db
 
@@ -181,3 +182,22 @@ def test_the_deferred_flag_shows_while_the_newest_compaction_event_is_a_deferral
     rows = {t.ticket_id: html[html.index(t.ticket_id) :][:3000] for t in (waiting, done)}
     assert "flag-deferred" in rows[waiting.ticket_id].split("</tr>")[0]
     assert "flag-deferred" not in rows[done.ticket_id].split("</tr>")[0]
+
+
+def test_a_ticket_whose_state_alone_fills_the_threshold_is_flagged_and_filtered(sam: Client) -> None:
+    """The flag the turn answer's state_over_threshold gives an agent, on the queue for supervisors."""
+    tiny = TicketClass.objects.create(slug="tiny-512", token_budget=512, compaction_threshold=0.5)
+    full, roomy = (
+        open_ticket(ticket_id=tid, order_id="SU-1", seller_type="marketplace", ticket_class=tiny)
+        for tid in ("T-FULL", "T-ROOMY")
+    )
+    n = 0
+    while full.context_tokens < 260:  # the state alone past the 256-token threshold: no turns at all
+        change_state(ticket=full, op="constraint_stated", text=f"refund to the original card only ({n})")
+        n += 1
+    html = sam.get("/").content.decode()
+    assert "state over threshold" in html[html.index("T-FULL") :].split("</tr>")[0]
+    assert "state over threshold" not in html[html.index("T-ROOMY") :].split("</tr>")[0]
+    filtered = sam.get("/", {"flags": "state_over_threshold"}).content.decode()
+    assert "T-FULL" in filtered and "T-ROOMY" not in filtered
+    assert roomy.context_tokens < 256
