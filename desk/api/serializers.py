@@ -287,9 +287,13 @@ class CoverageRefOut(serializers.Serializer):
     label = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # a field, not Field.label
 
 
+class CoverageMissOut(CoverageRefOut):
+    why = serializers.CharField(help_text="Why the summary does not cover the item.")
+
+
 class CoverageOut(serializers.Serializer):
     covered = CoverageRefOut(many=True)
-    missing = CoverageRefOut(many=True)
+    missing = CoverageMissOut(many=True)
 
 
 class PolicyOutcomeOut(serializers.Serializer):
@@ -322,7 +326,7 @@ class PolicyOutcomeOut(serializers.Serializer):
     replaced_turns = serializers.ListField(child=serializers.IntegerField(), allow_null=True, required=False)
     tokens_before = serializers.IntegerField(required=False)
     tokens_after = serializers.IntegerField(allow_null=True, required=False)
-    coverage_missing = CoverageRefOut(many=True, required=False)
+    coverage_missing = CoverageMissOut(many=True, required=False)
 
     def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
         # The event's figures appear only when the policy recorded an event; absent is not null.

@@ -113,9 +113,8 @@ class TurnListView(DeskAPIView):
         key = headers.optional_idempotency_key(request.headers.get("Idempotency-Key"))
         data = _validated(serializers.TurnIn, request)
         received = receive_turn(ticket=ticket, idempotency_key=key, by=_agent(request), **data)
-        response = Response(
-            serializers.TurnAppendedOut(received.as_json()).data, status=status.HTTP_201_CREATED
-        )
+        # Built once, in the documented shape (TurnAppendedOut): no serializer walks it again.
+        response = Response(received.as_json(), status=status.HTTP_201_CREATED)
         if received.replayed:
             response["Idempotent-Replayed"] = "true"
         return response
@@ -183,10 +182,7 @@ class StateView(DeskAPIView):
         expected_version = headers.if_match_version(request.headers.get("If-Match"))
         data = _validated(serializers.StateChangeIn, request)
         pinned = change_state(ticket=ticket, expected_version=expected_version, by=_agent(request), **data)
-        return Response(
-            serializers.PinnedStateOut(pinned.agent_json()).data,
-            headers={"ETag": headers.etag(pinned.version)},
-        )
+        return Response(pinned.agent_json(), headers={"ETag": headers.etag(pinned.version)})
 
 
 class ActionListView(DeskAPIView):
@@ -217,8 +213,9 @@ class ActionListView(DeskAPIView):
         key = headers.idempotency_key(request.headers.get("Idempotency-Key"))
         data = _validated(serializers.ActionIn, request)
         recorded = record_action(ticket=ticket, idempotency_key=key, by=_agent(request), **data)
-        # record_action stores only what it recorded, and stores it as 201: a replay answers the same.
-        response = Response(serializers.ActionRecordedOut(recorded.body).data, status=status.HTTP_201_CREATED)
+        # record_action stores only what it recorded, and stores it as 201: a replay answers the same. The body
+        # is built once, in the documented shape (ActionRecordedOut).
+        response = Response(recorded.body, status=status.HTTP_201_CREATED)
         if recorded.replayed:
             response["Idempotent-Replayed"] = "true"
         return response
