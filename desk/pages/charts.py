@@ -35,6 +35,16 @@ def _step_path(xs: list[float], ys: list[float]) -> str:
     return " ".join(parts)
 
 
+def _turn_ticks(first: int, last: int, *, most: int = 12) -> list[int]:
+    """The first and last turn and, between them, round turn numbers (a step of 1, 2 or 5 times a power
+    of ten) at most `most` in all, none crowding the last."""
+    k = 0
+    while (last - first + 1) / (step := (1, 2, 5)[k % 3] * 10 ** (k // 3)) > most:
+        k += 1
+    inner = [n for n in range((first // step + 1) * step, last, step) if last - n >= step / 2]
+    return sorted({first, *inner, last})
+
+
 def _dots_svg(dots: list[dict[str, Any]]) -> SafeString:
     """One circle per point, with its figures as a tooltip.
 
@@ -134,10 +144,7 @@ def context_chart(series: ContextSeries) -> dict[str, Any]:
         )
     labelled = len(drops) <= DROP_LABELS_MAX
     latest = series.latest
-    step = max(1, round((span + 1) / 12))
-    ticks = [*range(first, last + 1, step)] if points else []
-    if ticks and ticks[-1] != last:
-        ticks.append(last)
+    ticks = _turn_ticks(first, last) if points else []
     x_ticks = [{"x": x(n), "label": n} for n in ticks]
     budget = latest.token_budget if latest else 0
     y_ticks = [{"y": y(v), "label": f"{v:,}"} for v in (0, budget // 2)]
