@@ -80,8 +80,8 @@ def long_ticket(
     )
     base = threshold // 4
     step = (threshold - base) * 1.1 / compact_every  # the turn before a compaction is over the threshold
-    rows = []
-    events = []
+    rows: list[Turn] = []
+    events: list[CompactionEvent] = []
     for n in range(1, turns + 1):
         since = (n - 1) % compact_every + 1
         rows.append(

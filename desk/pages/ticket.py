@@ -478,8 +478,8 @@ def ticket_page(
     audit_before: int | None = None,
     status_before: int | None = None,
 ) -> TicketPage:
-    """Everything the ticket page shows, for the window of turns chosen by `timeline_window`: 7 queries
-    after the ticket itself (8 when some turn was stored without its figures), whatever its length.
+    """Everything the ticket page shows, for the window of turns chosen by `timeline_window`: 6 queries
+    after the ticket itself (7 when some turn was stored without its figures), whatever its length.
 
     Only the window's turns are read whole; the chart reads five numbers per turn, the header and the
     markers read every compaction's figures but not its summary, and the audit trail and the status
