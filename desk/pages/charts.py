@@ -12,7 +12,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from desk.pages.formatting import usd
 from desk.pages.metrics import DailySeries
-from desk.pages.ticket import ContextSeries
+from desk.pages.ticket import ContextPoint, ContextSeries
 
 CHART_WIDTH = 960
 CHART_HEIGHT = 260
@@ -45,22 +45,17 @@ def _turn_ticks(first: int, last: int, *, most: int = 12) -> list[int]:
     return sorted({first, *inner, last})
 
 
-def _dots_svg(dots: list[dict[str, Any]]) -> SafeString:
-    """One circle per point, with its figures as a tooltip.
-
-    Written here rather than in a template loop: up to `CHART_MAX_POINTS` circles of seven figures each
-    cost the template engine more than the rest of the page. Every value is a number or a fixed word,
-    so there is nothing to escape.
-    """
-    return mark_safe(
-        "".join(
-            f'<circle class="dot{" over" if d["over"] else ""}{" replayed" if d["replayed"] else ""}"'
-            f' cx="{d["x"]}" cy="{d["y"]}" r="3.5" data-turn="{int(d["turn"])}" data-tokens="{int(d["tokens"])}"'
-            f' data-threshold="{int(d["threshold"])}"><title>turn {int(d["turn"])}: {int(d["tokens"])} tokens'
-            f" (threshold {int(d['threshold'])}, budget {int(d['budget'])})"
-            f"{', replayed from stored counts' if d['replayed'] else ''}</title></circle>"
-            for d in dots
-        )
+def _dot_svg(x: float, y: float, point: ContextPoint) -> str:
+    """A point's circle with its figures as a tooltip. Written here rather than in a template loop: up
+    to `CHART_MAX_POINTS` circles of seven figures each cost the template engine more than the rest of
+    the page. Every value is a number or a fixed word, so there is nothing to escape."""
+    over = " over" if point.tokens > point.threshold_tokens else ""
+    replayed = " replayed" if point.replayed else ""
+    return (
+        f'<circle class="dot{over}{replayed}" cx="{x}" cy="{y}" r="3.5" data-turn="{point.turn:d}"'
+        f' data-tokens="{point.tokens:d}" data-threshold="{point.threshold_tokens:d}"><title>turn {point.turn:d}:'
+        f" {point.tokens:d} tokens (threshold {point.threshold_tokens:d}, budget {point.token_budget:d})"
+        f"{', replayed from stored counts' if point.replayed else ''}</title></circle>"
     )
 
 
@@ -107,7 +102,7 @@ def context_chart(series: ContextSeries) -> dict[str, Any]:
         return round(PAD_TOP + plot_h * (1 - tokens / top), 1)
 
     path: list[str] = []
-    dots = []
+    dots: list[str] = []
     drops = []
     xs = []
     for p in points:
@@ -130,18 +125,7 @@ def context_chart(series: ContextSeries) -> dict[str, Any]:
                     "end": px > PAD_LEFT + plot_w * 0.6,
                 }
             )
-        dots.append(
-            {
-                "x": px,
-                "y": py,
-                "turn": p.turn,
-                "tokens": p.tokens,
-                "threshold": p.threshold_tokens,
-                "budget": p.token_budget,
-                "over": p.tokens > p.threshold_tokens,
-                "replayed": p.replayed,
-            }
-        )
+        dots.append(_dot_svg(px, py, p))
     labelled = len(drops) <= DROP_LABELS_MAX
     latest = series.latest
     ticks = _turn_ticks(first, last) if points else []
@@ -155,8 +139,8 @@ def context_chart(series: ContextSeries) -> dict[str, Any]:
         "right": CHART_WIDTH - PAD_RIGHT,
         "bottom": CHART_HEIGHT - PAD_BOTTOM,
         "path": " ".join(path),
-        "dots": dots,
-        "dots_svg": _dots_svg(dots),
+        "dot_count": len(dots),
+        "dots_svg": mark_safe("".join(dots)),  # numbers and fixed words only: see _dot_svg
         "drops": drops,
         "drops_svg": _drops_svg(drops, labelled=labelled),
         "sampled": series.sampled,

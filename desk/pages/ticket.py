@@ -38,7 +38,7 @@ from tickets.tokens import REPLY_PRIMING_TOKENS
 TIMELINE_WINDOW = 30  # turns
 AUDIT_WINDOW = 20  # state changes
 STATUS_WINDOW = 20  # status changes
-CHART_MAX_POINTS = 300  # points of the context chart; a longer ticket is sampled (see `sample_indices`)
+CHART_MAX_POINTS = 240  # points of the context chart; a longer ticket is sampled (see `sample_indices`)
 COMPACTIONS_SHOWN = 6  # compaction pills in the header: the newest, and as many of those worth a look
 REFUSED_SHOWN = 5  # refused attempts listed in the header
 
@@ -57,10 +57,11 @@ SERIES_FIELDS = ("number", "context_tokens", "token_budget", "threshold_tokens",
 SeriesRow = tuple[int, int, int, int, int]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EventFigures:
     """A compaction event as the ticket page reads it: every figure, not the summary, the coverage or the
-    errors. A long ticket has hundreds of events; plain rows cost a tenth of model instances."""
+    errors. A long ticket has hundreds of events: plain rows cost a fraction of model instances (and it is
+    not frozen because a frozen dataclass's `__init__` costs twice as much)."""
 
     number: int
     at_turn: int
@@ -206,7 +207,7 @@ def _replayed_sizes(
     return sizes
 
 
-def sample_indices(tokens: Sequence[int], *, keep: Iterable[int] = (), limit: int) -> list[int]:
+def sample_indices(tokens: list[int], *, keep: Iterable[int] = (), limit: int) -> list[int]:
     """At most `limit` indices of a series, in order: all of them when they fit; otherwise the first and
     the last, every index in `keep` (the compactions, where the threshold or budget changed), and the
     highest point of each of the buckets that fill the rest, so a peak over the threshold is never
@@ -228,7 +229,8 @@ def sample_indices(tokens: Sequence[int], *, keep: Iterable[int] = (), limit: in
     for b in range(buckets):
         low, high = b * count // buckets, (b + 1) * count // buckets
         if low < high:
-            chosen.add(max(range(low, high), key=tokens.__getitem__))
+            stretch = tokens[low:high]
+            chosen.add(low + stretch.index(max(stretch)))
     return sorted(chosen)
 
 
@@ -247,7 +249,8 @@ def context_series(
     every point where the threshold or budget in force changed.
     """
     ticket_class = ticket.ticket_class
-    replacing = {e.at_turn: e for e in events if e.status in CompactionStatus.replacing()}
+    kinds = CompactionStatus.replacing()
+    replacing = {e.at_turn: e for e in events if e.status in kinds}
     numbers, stored_tokens, stored_budgets, stored_thresholds, _turn_tokens = (
         tuple(zip(*turns, strict=True)) if turns else ((), (), (), (), ())
     )
@@ -267,11 +270,8 @@ def context_series(
         tokens, thresholds, budgets = list(stored_tokens), list(stored_thresholds), list(stored_budgets)
     indices: Sequence[int] = range(len(turns))
     if limit is not None and len(turns) > limit:
-        changed = (
-            i
-            for i in range(1, len(turns))
-            if thresholds[i] != thresholds[i - 1] or budgets[i] != budgets[i - 1]
-        )
+        in_force = list(zip(thresholds, budgets, strict=True))
+        changed = (i for i in range(1, len(in_force)) if in_force[i] != in_force[i - 1])
         compacted = (i for i, n in enumerate(numbers) if n in replacing)
         indices = sample_indices(tokens, keep=[*compacted, *changed], limit=limit)
     points = [
