@@ -123,9 +123,14 @@ class CompactionEvent(models.Model):
 
     @property
     def tokens_saved(self) -> int:
-        if self.tokens_after is None:
-            return 0
-        return max(self.tokens_before - self.tokens_after, 0)
+        return tokens_saved(self.tokens_before, self.tokens_after)
+
+
+def tokens_saved(tokens_before: int, tokens_after: int | None) -> int:
+    """What a compaction took off the request (nothing when it replaced nothing)."""
+    if tokens_after is None:
+        return 0
+    return max(tokens_before - tokens_after, 0)
 
 
 class ContextSnapshot(models.Model):

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from django.db.models import OuterRef, QuerySet, Subquery
 
@@ -253,7 +253,20 @@ class CompactionTotals:
         }
 
 
-def totals_of(events: Iterable[CompactionEvent]) -> CompactionTotals:
+class CompactionFigures(Protocol):
+    """What the totals read of an event: a CompactionEvent, or a page's lighter row of its figures."""
+
+    status: str
+    summarizer_input_tokens: int
+    summarizer_output_tokens: int
+    cost_usd: Decimal
+    latency_ms: int
+
+    @property
+    def tokens_saved(self) -> int: ...
+
+
+def totals_of(events: Iterable[CompactionFigures]) -> CompactionTotals:
     """Totals over events already loaded (a page that lists them needs no extra query)."""
     events = list(events)
     return CompactionTotals(

@@ -48,3 +48,74 @@ def import_t40118(
         doc["turns"] = doc["turns"][:until]
     import_ticket(ImportTicket.model_validate(doc))
     return Ticket.objects.get(ticket_id=scenario["ticket_id"])
+
+
+def long_ticket(
+    ticket_id: str,
+    turns: int,
+    *,
+    compact_every: int = 50,
+    ticket_class: TicketClass | None = None,
+) -> Ticket:
+    """A ticket with `turns` turns written straight to the database (bulk_create, as bench/run.py's
+    `_long_ticket` does), not through the services: thousands of turns in a fraction of a second.
+
+    Turn n says `turn-n says hello`; its stored context grows by 100 tokens a turn, and every
+    `compact_every` turns an applied compaction replaces the turns since the last one and brings the
+    context back down, so the chart's sawtooth crosses the threshold before each drop.
+    """
+    from compaction.models import CompactionEvent, CompactionStatus
+    from tickets.models import Turn
+    from tickets.services.lifecycle import open_ticket
+
+    ticket_class = (
+        ticket_class
+        or TicketClass.objects.get_or_create(
+            slug="long-8k", defaults={"token_budget": 8000, "compaction_threshold": 0.8}
+        )[0]
+    )
+    budget, threshold = ticket_class.token_budget, ticket_class.threshold_tokens
+    ticket = open_ticket(
+        ticket_id=ticket_id, order_id=f"SU-{ticket_id}", seller_type="marketplace", ticket_class=ticket_class
+    )
+    base = threshold // 4
+    step = (threshold - base) * 1.1 / compact_every  # the turn before a compaction is over the threshold
+    rows: list[Turn] = []
+    events: list[CompactionEvent] = []
+    for n in range(1, turns + 1):
+        since = (n - 1) % compact_every + 1
+        rows.append(
+            Turn(
+                ticket=ticket,
+                number=n,
+                role="customer" if n % 2 else "agent",
+                content=f"turn-{n} says hello",
+                boundary="" if n % 2 else "reply_sent",
+                tokens=12,
+                context_tokens=round(base + step * since),
+                token_budget=budget,
+                threshold_tokens=threshold,
+            )
+        )
+        if since == compact_every:
+            events.append(
+                CompactionEvent(
+                    ticket=ticket,
+                    number=len(events) + 1,
+                    at_turn=n,
+                    status=CompactionStatus.APPLIED,
+                    first_replaced_turn=n - compact_every + 1,
+                    last_replaced_turn=n - 1,
+                    tokens_before=rows[-1].context_tokens,
+                    tokens_after=base,
+                    threshold_tokens=threshold,
+                    token_budget=budget,
+                    attempts=1,
+                    summarizer_backend="extractive",
+                    summary_tokens=40,
+                )
+            )
+    Turn.objects.bulk_create(rows, batch_size=1000)
+    CompactionEvent.objects.bulk_create(events, batch_size=1000)
+    Ticket.objects.filter(pk=ticket.pk).update(turn_count=turns, context_tokens=rows[-1].context_tokens)
+    return Ticket.objects.get(pk=ticket.pk)

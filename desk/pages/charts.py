@@ -7,13 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
 from desk.pages.formatting import usd
 from desk.pages.metrics import DailySeries
-from desk.pages.ticket import ContextSeries
+from desk.pages.ticket import ContextPoint, ContextSeries
 
 CHART_WIDTH = 960
 CHART_HEIGHT = 260
 PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 56, 16, 16, 30
+# Beyond this many drops their figures would overlap: each keeps its figure as a tooltip instead.
+DROP_LABELS_MAX = 12
 
 
 def _step_path(xs: list[float], ys: list[float]) -> str:
@@ -30,60 +35,101 @@ def _step_path(xs: list[float], ys: list[float]) -> str:
     return " ".join(parts)
 
 
+def _turn_ticks(first: int, last: int, *, most: int = 12) -> list[int]:
+    """The first and last turn and, between them, round turn numbers (a step of 1, 2 or 5 times a power
+    of ten) at most `most` in all, none crowding the last."""
+    k = 0
+    while (last - first + 1) / (step := (1, 2, 5)[k % 3] * 10 ** (k // 3)) > most:
+        k += 1
+    inner = [n for n in range((first // step + 1) * step, last, step) if last - n >= step / 2]
+    return sorted({first, *inner, last})
+
+
+def _dot_svg(x: float, y: float, point: ContextPoint) -> str:
+    """A point's circle with its figures as a tooltip. Written here rather than in a template loop: up
+    to `CHART_MAX_POINTS` circles of seven figures each cost the template engine more than the rest of
+    the page. Every value is a number or a fixed word, so there is nothing to escape."""
+    over = " over" if point.tokens > point.threshold_tokens else ""
+    replayed = " replayed" if point.replayed else ""
+    return (
+        f'<circle class="dot{over}{replayed}" cx="{x}" cy="{y}" r="3.5" data-turn="{point.turn:d}"'
+        f' data-tokens="{point.tokens:d}" data-threshold="{point.threshold_tokens:d}"><title>turn {point.turn:d}:'
+        f" {point.tokens:d} tokens (threshold {point.threshold_tokens:d}, budget {point.token_budget:d})"
+        f"{', replayed from stored counts' if point.replayed else ''}</title></circle>"
+    )
+
+
+def _drops_svg(drops: list[dict[str, Any]], *, labelled: bool) -> SafeString:
+    """One vertical line per compaction, from its tokens before to its tokens after, with those figures
+    beside it (or, when there are too many to read apart, as its tooltip). Numbers and a status value
+    (`CompactionStatus`, escaped all the same) only."""
+    parts = []
+    for d in drops:
+        status = escape(d["status"])
+        figure = f"#{int(d['number'])}{' forced' if d['status'] == 'forced' else ''}: {int(d['before'])} → {int(d['after'])}"
+        if labelled:
+            end = ' class="end"' if d["end"] else ""
+            label = (
+                f'<text x="{d["x"]}" y="{d["y2"]}" dx="{-6 if d["end"] else 4}" dy="-6"{end}>{figure}</text>'
+            )
+        else:
+            label = f"<title>{figure}</title>"
+        parts.append(
+            f'<g class="drop drop-{status}" data-compaction="{int(d["number"])}"><line x1="{d["x"]}" y1="{d["y1"]}"'
+            f' x2="{d["x"]}" y2="{d["y2"]}"/>{label}</g>'
+        )
+    return mark_safe("\n".join(parts))
+
+
 def context_chart(series: ContextSeries) -> dict[str, Any]:
     """The assembled request after each turn, with the threshold and budget in force at each turn.
 
     A compaction shows as a vertical line at its turn, from the event's own tokens before to its tokens
-    after: the figures its marker and the API report.
+    after: the figures its marker and the API report. A point's x is its turn number, so a sampled
+    series (a long ticket) spans the same axis as the whole one.
     """
     points = series.points
     plot_w = CHART_WIDTH - PAD_LEFT - PAD_RIGHT
     plot_h = CHART_HEIGHT - PAD_TOP - PAD_BOTTOM
     top = max(series.peak, 1) * 1.08
-    count = len(points)
+    first, last = series.first_turn, series.last_turn
+    span = last - first
 
     def x(turn: int) -> float:
-        return round(PAD_LEFT + (plot_w * (turn - 1) / (count - 1) if count > 1 else plot_w / 2), 1)
+        return round(PAD_LEFT + (plot_w * (turn - first) / span if span else plot_w / 2), 1)
 
     def y(tokens: float) -> float:
         return round(PAD_TOP + plot_h * (1 - tokens / top), 1)
 
     path: list[str] = []
-    dots = []
+    dots: list[str] = []
     drops = []
+    xs = []
     for p in points:
-        path.append(f"{'M' if not path else 'L'}{x(p.turn)},{y(p.tokens)}")
+        px, py = x(p.turn), y(p.tokens)
+        xs.append(px)
+        path.append(f"{'M' if not path else 'L'}{px},{py}")
         event = p.compaction
         if event is not None and event.tokens_after is not None:
-            path.append(f"L{x(p.turn)},{y(event.tokens_before)} L{x(p.turn)},{y(event.tokens_after)}")
+            y1, y2 = y(event.tokens_before), y(event.tokens_after)
+            path.append(f"L{px},{y1} L{px},{y2}")
             drops.append(
                 {
-                    "x": x(p.turn),
-                    "y1": y(event.tokens_before),
-                    "y2": y(event.tokens_after),
+                    "x": px,
+                    "y1": y1,
+                    "y2": y2,
                     "number": event.number,
                     "status": event.status,
                     "before": event.tokens_before,
                     "after": event.tokens_after,
-                    "end": x(p.turn) > PAD_LEFT + plot_w * 0.6,
+                    "end": px > PAD_LEFT + plot_w * 0.6,
                 }
             )
-        dots.append(
-            {
-                "x": x(p.turn),
-                "y": y(p.tokens),
-                "turn": p.turn,
-                "tokens": p.tokens,
-                "threshold": p.threshold_tokens,
-                "budget": p.token_budget,
-                "over": p.tokens > p.threshold_tokens,
-                "replayed": p.replayed,
-            }
-        )
-    xs = [x(p.turn) for p in points]
+        dots.append(_dot_svg(px, py, p))
+    labelled = len(drops) <= DROP_LABELS_MAX
     latest = series.latest
-    step = max(1, round(count / 12)) if count else 1
-    x_ticks = [{"x": x(n), "label": n} for n in range(1, count + 1) if (n - 1) % step == 0 or n == count]
+    ticks = _turn_ticks(first, last) if points else []
+    x_ticks = [{"x": x(n), "label": n} for n in ticks]
     budget = latest.token_budget if latest else 0
     y_ticks = [{"y": y(v), "label": f"{v:,}"} for v in (0, budget // 2)]
     return {
@@ -93,8 +139,12 @@ def context_chart(series: ContextSeries) -> dict[str, Any]:
         "right": CHART_WIDTH - PAD_RIGHT,
         "bottom": CHART_HEIGHT - PAD_BOTTOM,
         "path": " ".join(path),
-        "dots": dots,
+        "dot_count": len(dots),
+        "dots_svg": mark_safe("".join(dots)),  # numbers and fixed words only: see _dot_svg
         "drops": drops,
+        "drops_svg": _drops_svg(drops, labelled=labelled),
+        "sampled": series.sampled,
+        "turn_count": series.turn_count,
         "threshold_path": _step_path(xs, [y(p.threshold_tokens) for p in points]),
         "budget_path": _step_path(xs, [y(p.token_budget) for p in points]),
         "threshold": latest.threshold_tokens if latest else 0,

@@ -300,3 +300,27 @@ class MetricsRangeForm(forms.Form):
 
     def date_range(self) -> DateRange:
         return self.cleaned_data["range"] if self.is_valid() else DateRange.default()
+
+
+# The largest value a cursor may carry: the columns it is compared with are 32-bit.
+CURSOR_MAX = 2**31 - 1
+
+
+class TicketWindowForm(forms.Form):
+    """Which part of a long ticket its page shows: a window of turns (`turn`, `before` or `after`), and
+    the older pages of the audit trail (`audit_before`, a state version) and of the status changes
+    (`status_before`, a status change's id). All optional; a number past the ticket's end is the window
+    at that end (see `timeline_window`); anything but a positive whole number is a 400."""
+
+    turn = forms.IntegerField(min_value=1, max_value=CURSOR_MAX, required=False)
+    before = forms.IntegerField(min_value=1, max_value=CURSOR_MAX, required=False)
+    after = forms.IntegerField(min_value=0, max_value=CURSOR_MAX, required=False)
+    audit_before = forms.IntegerField(min_value=1, max_value=CURSOR_MAX, required=False)
+    status_before = forms.IntegerField(min_value=1, max_value=CURSOR_MAX, required=False)
+
+    def window_arguments(self) -> dict[str, int | None]:
+        return {name: self.cleaned_data.get(name) for name in self.fields}
+
+    def error_text(self) -> str:
+        names = ", ".join(f"{name}={self.data.get(name, '')!r}" for name in self.errors)
+        return f"Bad page of the ticket ({names}): each of {', '.join(self.fields)} is a whole number of 1 or more."

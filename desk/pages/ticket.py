@@ -8,13 +8,16 @@ moves nothing that is already on the page.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from decimal import Decimal
 from itertools import accumulate
 from typing import Any
 
+from django.db.models import OuterRef, Q, Subquery
 from django.http import Http404
 
-from compaction.models import CompactionEvent, CompactionStatus
+from compaction.models import CompactionEvent, CompactionStatus, tokens_saved
 from compaction.selectors import CompactionTotals, totals_of
 from desk.pages.diff import DiffLine, change_diff
 from desk.pages.labels import PinnedMark, pinned_marks_by_turn
@@ -29,6 +32,16 @@ from tickets.models import (
 )
 from tickets.tokens import REPLY_PRIMING_TOKENS
 
+# How much of a long ticket one page shows. The counts are the page's, not the database's: every read
+# below is bounded by them (keyset on the turn number, the state version or the status change), so the
+# page costs the same at 20 turns and at 5,000.
+TIMELINE_WINDOW = 30  # turns
+AUDIT_WINDOW = 20  # state changes
+STATUS_WINDOW = 20  # status changes
+CHART_MAX_POINTS = 240  # points of the context chart; a longer ticket is sampled (see `sample_indices`)
+COMPACTIONS_SHOWN = 6  # compaction pills in the header: the newest, and as many of those worth a look
+REFUSED_SHOWN = 5  # refused attempts listed in the header
+
 
 def get_ticket(ticket_id: str) -> Ticket:
     """The ticket with its class and pinned state, or 404."""
@@ -36,6 +49,52 @@ def get_ticket(ticket_id: str) -> Ticket:
         return Ticket.objects.select_related("ticket_class", "pinned_state").get(ticket_id=ticket_id)
     except Ticket.DoesNotExist:
         raise Http404(f"no ticket {ticket_id}") from None
+
+
+# What the chart reads of every turn, as plain rows: `values_list(*SERIES_FIELDS)` (rows, not model
+# instances or named rows: a long ticket has thousands).
+SERIES_FIELDS = ("number", "context_tokens", "token_budget", "threshold_tokens", "tokens")
+SeriesRow = tuple[int, int, int, int, int]
+
+
+@dataclass(slots=True)
+class EventFigures:
+    """A compaction event as the ticket page reads it: every figure, not the summary, the coverage or the
+    errors. A long ticket has hundreds of events: plain rows cost a fraction of model instances (and it is
+    not frozen because a frozen dataclass's `__init__` costs twice as much)."""
+
+    number: int
+    at_turn: int
+    status: str
+    first_replaced_turn: int | None
+    last_replaced_turn: int | None
+    tokens_before: int
+    tokens_after: int | None
+    threshold_tokens: int
+    token_budget: int
+    attempts: int
+    summary_tokens: int
+    coverage_missing_count: int
+    summarizer_input_tokens: int
+    summarizer_output_tokens: int
+    cost_usd: Decimal
+    latency_ms: int
+
+    @property
+    def tokens_saved(self) -> int:
+        return tokens_saved(self.tokens_before, self.tokens_after)
+
+    def get_status_display(self) -> str:
+        return str(CompactionStatus(self.status).label)
+
+
+PAGE_EVENT_FIELDS = tuple(f.name for f in fields(EventFigures))
+
+
+def event_figures(ticket: Ticket) -> list[EventFigures]:
+    """The ticket's compaction events in order, as figures (one query)."""
+    rows = CompactionEvent.objects.filter(ticket=ticket).order_by("number").values_list(*PAGE_EVENT_FIELDS)
+    return [EventFigures(*row) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -50,13 +109,35 @@ class ContextPoint:
     tokens: int
     threshold_tokens: int
     token_budget: int
-    compaction: CompactionEvent | None = None
+    compaction: EventFigures | None = None
     replayed: bool = False  # a turn stored before turns kept their figures: replayed from stored counts
 
 
 @dataclass(frozen=True)
 class ContextSeries:
+    """The chart's points: every turn, or on a long ticket a sample (`sampled` says so).
+
+    `first_turn` and `last_turn` are the ticket's, whatever was sampled: the chart's x axis spans them.
+    """
+
     points: list[ContextPoint]
+    sampled: bool = False
+    turn_count: int | None = None
+    # Compactions that replaced turns, and how many of them the points carry (fewer only when sampled).
+    compaction_count: int = 0
+    compactions_drawn: int = 0
+
+    @property
+    def thinned(self) -> bool:
+        return self.compactions_drawn < self.compaction_count
+
+    @property
+    def first_turn(self) -> int:
+        return self.points[0].turn if self.points else 0
+
+    @property
+    def last_turn(self) -> int:
+        return self.points[-1].turn if self.points else 0
 
     @property
     def peak(self) -> int:
@@ -73,14 +154,18 @@ class ContextSeries:
 
 
 def _replayed_sizes(
-    *, ticket: Ticket, turns: list[Turn], events: list[CompactionEvent], changes: list[StateChange]
+    *,
+    ticket: Ticket,
+    turns: Sequence[SeriesRow],
+    events: Sequence[EventFigures],
+    changes: Sequence[StateChange],
 ) -> dict[int, int]:
     """Per-turn request size replayed from stored counts, for turns stored without their figure.
 
     For turn n: system prompt + the pinned state as of n + the summary active before n + the turns
     after the ones it replaced, up to n, + the reply priming (as migration 0006b fills them).
     """
-    tokens_by_number = {t.number: t.tokens for t in turns}
+    tokens_by_number = {number: tokens for number, *_figures, tokens in turns}
     last = max(tokens_by_number, default=0)
     prefix = [0, *accumulate(tokens_by_number.get(n, 0) for n in range(1, last + 1))]
     ordered_changes = sorted(changes, key=lambda c: c.to_version)
@@ -90,7 +175,7 @@ def _replayed_sizes(
     )
     sizes: dict[int, int] = {}
     change_index = event_index = state_tokens = 0
-    active: CompactionEvent | None = None
+    active: EventFigures | None = None
     for n in range(1, last + 1):
         while change_index < len(ordered_changes) and ordered_changes[change_index].thread_turn <= n:
             state_tokens = ordered_changes[change_index].after_tokens
@@ -105,36 +190,151 @@ def _replayed_sizes(
     return sizes
 
 
+def sample_indices(tokens: list[int], *, keep: Iterable[int] = (), limit: int) -> list[int]:
+    """At most `limit` indices of a series, in order: all of them when they fit; otherwise the first and
+    the last, every index in `keep` (the compactions, where the threshold or budget changed), and the
+    highest point of each of the buckets that fill the rest, so a peak over the threshold is never
+    sampled away.
+
+    Should `keep` alone take more than four fifths of the limit (a compaction every few turns), it is
+    thinned evenly to that many: the chart has no room to draw each one apart anyway.
+    """
+    count = len(tokens)
+    if count <= limit:
+        return list(range(count))
+    must = sorted({0, count - 1, *(i for i in keep if 0 <= i < count)})
+    room = limit * 4 // 5
+    if len(must) > room:
+        step = (len(must) - 1) / (room - 1)
+        must = sorted({must[round(i * step)] for i in range(room)})
+    chosen = set(must)
+    buckets = limit - len(chosen)
+    for b in range(buckets):
+        low, high = b * count // buckets, (b + 1) * count // buckets
+        if low < high:
+            stretch = tokens[low:high]
+            chosen.add(low + stretch.index(max(stretch)))
+    return sorted(chosen)
+
+
 def context_series(
-    *, ticket: Ticket, turns: list[Turn], events: list[CompactionEvent], changes: list[StateChange]
+    *,
+    ticket: Ticket,
+    turns: Sequence[SeriesRow],
+    events: Sequence[EventFigures],
+    changes: Sequence[StateChange],
+    limit: int | None = None,
 ) -> ContextSeries:
-    """Per-turn context size with the budget and threshold in force, from what each turn stored."""
+    """Per-turn context size with the budget and threshold in force, from what each turn stored
+    (`turns` are rows of `SERIES_FIELDS`, in order).
+
+    With `limit`, a longer series is sampled by `sample_indices`, keeping every compaction's point and
+    every point where the threshold or budget in force changed.
+    """
     ticket_class = ticket.ticket_class
-    replacing = {e.at_turn: e for e in events if e.status in CompactionStatus.replacing()}
-    legacy = [t for t in turns if not t.token_budget]
-    replayed = _replayed_sizes(ticket=ticket, turns=turns, events=events, changes=changes) if legacy else {}
-    points = []
-    for t in turns:
-        stored = bool(t.token_budget)
-        points.append(
-            ContextPoint(
-                turn=t.number,
-                tokens=t.context_tokens if stored and t.context_tokens else replayed.get(t.number, 0),
-                threshold_tokens=t.threshold_tokens if stored else ticket_class.threshold_tokens,
-                token_budget=t.token_budget if stored else ticket_class.token_budget,
-                compaction=replacing.get(t.number),
-                replayed=not stored,
-            )
+    kinds = CompactionStatus.replacing()
+    replacing = {e.at_turn: e for e in events if e.status in kinds}
+    numbers, stored_tokens, stored_budgets, stored_thresholds, _turn_tokens = (
+        tuple(zip(*turns, strict=True)) if turns else ((), (), (), (), ())
+    )
+    legacy = not all(stored_budgets)
+    if legacy:
+        replayed = _replayed_sizes(ticket=ticket, turns=turns, events=events, changes=changes)
+        stored = [bool(b) for b in stored_budgets]
+        tokens = [
+            c if s and c else replayed.get(n, 0)
+            for n, c, s in zip(numbers, stored_tokens, stored, strict=True)
+        ]
+        thresholds = [
+            t if s else ticket_class.threshold_tokens for t, s in zip(stored_thresholds, stored, strict=True)
+        ]
+        budgets = [b if s else ticket_class.token_budget for b, s in zip(stored_budgets, stored, strict=True)]
+    else:
+        tokens, thresholds, budgets = list(stored_tokens), list(stored_thresholds), list(stored_budgets)
+    indices: Sequence[int] = range(len(turns))
+    if limit is not None and len(turns) > limit:
+        in_force = list(zip(thresholds, budgets, strict=True))
+        changed = (i for i in range(1, len(in_force)) if in_force[i] != in_force[i - 1])
+        compacted = (i for i, n in enumerate(numbers) if n in replacing)
+        indices = sample_indices(tokens, keep=[*compacted, *changed], limit=limit)
+    points = [
+        ContextPoint(
+            turn=numbers[i],
+            tokens=tokens[i],
+            threshold_tokens=thresholds[i],
+            token_budget=budgets[i],
+            compaction=replacing.get(numbers[i]),
+            replayed=not stored_budgets[i],
         )
-    return ContextSeries(points=points)
+        for i in indices
+    ]
+    return ContextSeries(
+        points=points,
+        sampled=len(points) < len(turns),
+        turn_count=len(turns),
+        compaction_count=sum(1 for n in numbers if n in replacing),
+        compactions_drawn=sum(1 for p in points if p.compaction),
+    )
+
+
+@dataclass(frozen=True)
+class TimelineWindow:
+    """The turns `first`..`last` of a ticket with `turn_count` turns: the part of the timeline on the page."""
+
+    first: int
+    last: int
+    turn_count: int
+
+    @property
+    def has_older(self) -> bool:
+        return self.first > 1
+
+    @property
+    def has_newer(self) -> bool:
+        return self.last < self.turn_count
+
+    def __contains__(self, number: object) -> bool:
+        return isinstance(number, int) and self.first <= number <= self.last
+
+
+def timeline_window(
+    turn_count: int,
+    *,
+    turn: int | None = None,
+    before: int | None = None,
+    after: int | None = None,
+    size: int = TIMELINE_WINDOW,
+) -> TimelineWindow:
+    """Which turns the page shows: the newest `size` by default; the `size` turns before turn `before`
+    (the older page), or after turn `after` (the newer page); or, for `turn`, a window with that turn in
+    its middle (what a compaction marker or a pinned item links to). A number past either end of the
+    ticket gives the window at that end: a stale link still lands on turns.
+
+    Turn numbers run from 1 to `turn_count` with no gap (`receive_turn` numbers them), so a window is a
+    range of numbers and reading it is a keyset read on `number`, not an OFFSET.
+    """
+    if turn_count < 1:
+        return TimelineWindow(first=1, last=0, turn_count=0)
+    if turn is not None:
+        first = max(1, min(turn, turn_count) - size // 2)
+    elif before is not None:
+        first = max(1, min(before, turn_count + 1) - size)
+    elif after is not None:
+        first = max(1, min(after + 1, turn_count - size + 1))
+    else:
+        first = max(1, turn_count - size + 1)
+    last = min(turn_count, first + size - 1)
+    first = max(1, last - size + 1)
+    return TimelineWindow(first=first, last=last, turn_count=turn_count)
 
 
 @dataclass
 class TimelineTurn:
     turn: Turn
     replaced_by: int | None = None
+    replaced_at: int | None = None  # the turn of the compaction that replaced it: where its marker is
     marks: list[PinnedMark] = field(default_factory=list)
-    events: list[CompactionEvent] = field(default_factory=list)
+    events: list[EventFigures] = field(default_factory=list)
     refused: list[RefusedAttempt] = field(default_factory=list)
 
 
@@ -161,12 +361,49 @@ class TicketPage:
     pinned: PinnedState
     state: dict[str, Any]
     timeline: list[TimelineTurn]
-    compactions: list[CompactionEvent]
+    # Every compaction of the ticket, with the columns the cards, the chart and the markers read.
+    compactions: list[EventFigures]
     audit: list[AuditRow]
     series: ContextSeries
-    # Refused attempts whose turn is not on the timeline (none recorded, or past the stored turns).
+    window: TimelineWindow = field(default_factory=lambda: TimelineWindow(first=1, last=0, turn_count=0))
+    # Refused attempts whose turn is not on the timeline (none recorded, or past the stored turns): shown
+    # with the newest turns.
     unplaced_refused: list[RefusedAttempt] = field(default_factory=list)
+    # Every refused attempt, newest first, each with the turn it is shown at.
+    refused: list[tuple[RefusedAttempt, int]] = field(default_factory=list)
     status_changes: list[TicketStatusChange] = field(default_factory=list)
+    # The oldest state version / status change shown, when older ones are left for the next page.
+    audit_older_than: int | None = None
+    status_older_than: int | None = None
+
+    @property
+    def recent_compactions(self) -> list[EventFigures]:
+        """The newest compactions, newest first: the header's pills."""
+        return self.compactions[::-1][:COMPACTIONS_SHOWN]
+
+    @property
+    def flagged_compactions(self) -> list[EventFigures]:
+        """Older compactions worth a look (a coverage miss, forced, no safe cut, failed), newest first."""
+        recent = {e.number for e in self.recent_compactions}
+        flagged = [
+            e
+            for e in reversed(self.compactions)
+            if e.number not in recent and (e.coverage_missing_count or e.status in WORTH_A_LOOK)
+        ]
+        return flagged[:COMPACTIONS_SHOWN]
+
+    @property
+    def older_compactions(self) -> int:
+        """How many compactions the header does not show."""
+        return len(self.compactions) - len(self.recent_compactions) - len(self.flagged_compactions)
+
+    @property
+    def recent_refused(self) -> list[tuple[RefusedAttempt, int]]:
+        return self.refused[:REFUSED_SHOWN]
+
+    @property
+    def older_refused(self) -> int:
+        return len(self.refused) - len(self.recent_refused)
 
     @property
     def status_choices(self) -> list[tuple[str, str]]:
@@ -183,51 +420,110 @@ class TicketPage:
         return self.ticket.ticket_class.threshold_tokens
 
 
-def audit_trail(ticket: Ticket) -> list[StateChange]:
-    """The ticket's state changes with their actor, newest first."""
-    return list(StateChange.objects.filter(ticket=ticket).select_related("actor").order_by("-to_version"))
+WORTH_A_LOOK = (CompactionStatus.FORCED, CompactionStatus.OVER_BUDGET, CompactionStatus.FAILED)
 
 
-def status_trail(ticket: Ticket) -> list[TicketStatusChange]:
-    """The ticket's status changes with their actor, newest first."""
-    return list(
+def audit_trail(
+    ticket: Ticket, *, limit: int | None = None, before_version: int | None = None
+) -> list[StateChange]:
+    """The ticket's state changes with their actor, newest first: all of them, or the newest `limit`
+    made before `before_version` (a keyset on the version)."""
+    changes = StateChange.objects.filter(ticket=ticket).select_related("actor").order_by("-to_version")
+    if before_version is not None:
+        changes = changes.filter(to_version__lt=before_version)
+    return list(changes if limit is None else changes[:limit])
+
+
+def status_trail(
+    ticket: Ticket, *, limit: int | None = None, before: int | None = None
+) -> list[TicketStatusChange]:
+    """The ticket's status changes with their actor, newest first: all of them, or the newest `limit`
+    older than the change with id `before` (a keyset on its time and id)."""
+    changes = (
         TicketStatusChange.objects.filter(ticket=ticket)
         .select_related("actor")
         .order_by("-created_at", "-pk")
     )
+    if before is not None:
+        then = Subquery(
+            TicketStatusChange.objects.filter(pk=before, ticket=OuterRef("ticket")).values("created_at")[:1]
+        )
+        changes = changes.filter(Q(created_at__lt=then) | Q(created_at=then, pk__lt=before))
+    return list(changes if limit is None else changes[:limit])
 
 
-def ticket_page(ticket: Ticket) -> TicketPage:
-    """Everything the ticket page shows: 5 queries after the ticket itself, whatever its length."""
+def ticket_page(
+    ticket: Ticket,
+    *,
+    turn: int | None = None,
+    before: int | None = None,
+    after: int | None = None,
+    audit_before: int | None = None,
+    status_before: int | None = None,
+) -> TicketPage:
+    """Everything the ticket page shows, for the window of turns chosen by `timeline_window`: 6 queries
+    after the ticket itself (7 when some turn was stored without its figures), whatever its length.
+
+    Only the window's turns are read whole; the chart reads five numbers per turn, the header and the
+    markers read every compaction's figures but not its summary, and the audit trail and the status
+    changes read their newest rows (or those before `audit_before` / `status_before`).
+    """
     pinned = ticket.pinned_state
     state = pinned.agent_json()
-    turns = list(Turn.objects.filter(ticket=ticket).order_by("number"))
-    compactions = list(
-        CompactionEvent.objects.filter(ticket=ticket).defer("summary", "validation_errors").order_by("number")
+    window = timeline_window(ticket.turn_count, turn=turn, before=before, after=after)
+    turns = list(
+        Turn.objects.filter(ticket=ticket, number__gte=window.first, number__lte=window.last).order_by(
+            "number"
+        )
     )
-    changes = audit_trail(ticket)
+    figures: list[SeriesRow] = list(
+        Turn.objects.filter(ticket=ticket).order_by("number").values_list(*SERIES_FIELDS)
+    )
+    compactions = event_figures(ticket)
+    # Only a turn stored before turns kept their figures needs the state's history to be replayed.
+    replay_changes = (
+        list(StateChange.objects.filter(ticket=ticket).only("to_version", "thread_turn", "after_tokens"))
+        if not all(budget for _number, _context, budget, *_rest in figures)
+        else []
+    )
+    changes = audit_trail(ticket, limit=AUDIT_WINDOW + 1, before_version=audit_before)
+    statuses = status_trail(ticket, limit=STATUS_WINDOW + 1, before=status_before)
+    refused = [
+        (attempt, refused_turn(attempt))
+        for attempt in RefusedAttempt.objects.filter(ticket=ticket)
+        .defer("request")
+        .order_by("-created_at", "-pk")
+    ]
     refused_by_turn: dict[int, list[RefusedAttempt]] = {}
-    for attempt in RefusedAttempt.objects.filter(ticket=ticket).defer("request").order_by("created_at", "pk"):
-        refused_by_turn.setdefault(refused_turn(attempt), []).append(attempt)
+    unplaced: list[RefusedAttempt] = []
+    for attempt, number in reversed(refused):
+        if number in window:
+            refused_by_turn.setdefault(number, []).append(attempt)
+        elif not 1 <= number <= ticket.turn_count:
+            unplaced.append(attempt)
     marks = pinned_marks_by_turn(state)
-    events_by_turn: dict[int, list[CompactionEvent]] = {}
-    replaced: dict[int, int] = {}
+    events_by_turn: dict[int, list[EventFigures]] = {}
+    replaced: dict[int, EventFigures] = {}
     for event in compactions:
-        events_by_turn.setdefault(event.at_turn, []).append(event)
+        if event.at_turn in window:
+            events_by_turn.setdefault(event.at_turn, []).append(event)
         if (
             event.status in CompactionStatus.replacing()
             and event.first_replaced_turn
             and event.last_replaced_turn
         ):
-            for n in range(event.first_replaced_turn, event.last_replaced_turn + 1):
-                replaced[n] = event.number
+            for n in range(
+                max(event.first_replaced_turn, window.first), min(event.last_replaced_turn, window.last) + 1
+            ):
+                replaced[n] = event
     timeline = [
         TimelineTurn(
             turn=t,
-            replaced_by=replaced.get(t.number),
+            replaced_by=replaced[t.number].number if t.number in replaced else None,
+            replaced_at=replaced[t.number].at_turn if t.number in replaced else None,
             marks=marks.get(t.number, []),
             events=events_by_turn.get(t.number, []),
-            refused=refused_by_turn.pop(t.number, []),
+            refused=refused_by_turn.get(t.number, []),
         )
         for t in turns
     ]
@@ -236,11 +532,17 @@ def ticket_page(ticket: Ticket) -> TicketPage:
         pinned=pinned,
         state=state,
         timeline=timeline,
+        window=window,
         compactions=compactions,
-        audit=audit_rows(changes),
-        series=context_series(ticket=ticket, turns=turns, events=compactions, changes=changes),
-        unplaced_refused=[a for turn in sorted(refused_by_turn) for a in refused_by_turn[turn]],
-        status_changes=status_trail(ticket),
+        audit=audit_rows(changes[:AUDIT_WINDOW]),
+        audit_older_than=changes[AUDIT_WINDOW - 1].to_version if len(changes) > AUDIT_WINDOW else None,
+        series=context_series(
+            ticket=ticket, turns=figures, events=compactions, changes=replay_changes, limit=CHART_MAX_POINTS
+        ),
+        unplaced_refused=unplaced if not window.has_newer else [],
+        refused=refused,
+        status_changes=statuses[:STATUS_WINDOW],
+        status_older_than=statuses[STATUS_WINDOW - 1].pk if len(statuses) > STATUS_WINDOW else None,
     )
 
 
@@ -251,12 +553,20 @@ class StatePanel:
     ticket: Ticket
     state: dict[str, Any]
     audit: list[AuditRow]
+    audit_older_than: int | None = None
 
 
 def state_panel(ticket: Ticket) -> StatePanel:
-    """The pinned state, the audit trail and the ticket's current figures, read after a correction."""
+    """The pinned state, the newest of the audit trail and the ticket's current figures, read after a
+    correction."""
     pinned = PinnedState.objects.select_related("ticket__ticket_class").get(ticket=ticket)
-    return StatePanel(ticket=pinned.ticket, state=pinned.agent_json(), audit=audit_rows(audit_trail(ticket)))
+    changes = audit_trail(ticket, limit=AUDIT_WINDOW + 1)
+    return StatePanel(
+        ticket=pinned.ticket,
+        state=pinned.agent_json(),
+        audit=audit_rows(changes[:AUDIT_WINDOW]),
+        audit_older_than=changes[AUDIT_WINDOW - 1].to_version if len(changes) > AUDIT_WINDOW else None,
+    )
 
 
 def changes_since(ticket: Ticket, version: int) -> list[StateChange]:

@@ -32,6 +32,7 @@ from desk.pages.forms import (
     ReplayForm,
     ReviewForm,
     StatusForm,
+    TicketWindowForm,
     correction_panels,
     correction_targets,
 )
@@ -107,15 +108,29 @@ def queue(request: HttpRequest) -> HttpResponse:
     return response
 
 
+# The parts of the ticket page an htmx request may ask for, by the id of the element it swaps.
+TICKET_FRAGMENTS = ("timeline", "audit-trail", "status-trail")
+
+
 @require_GET
 @desk_role()
-@vary_on_headers("HX-Request")
+@vary_on_headers("HX-Request", "HX-Target")
 def ticket_detail(request: HttpRequest, ticket_id: str) -> HttpResponse:
+    """The ticket page at a window of its turns; an htmx request for the timeline, the audit trail or the
+    status changes (its `HX-Target`) gets that part alone, and the address it shows is pushed."""
     ticket = ticket_reads.get_ticket(ticket_id)
-    page = ticket_reads.ticket_page(ticket)
-    return render(
+    form = TicketWindowForm(request.GET)
+    if not form.is_valid():
+        return HttpResponse(form.error_text(), status=400, content_type="text/plain")
+    page = ticket_reads.ticket_page(ticket, **form.window_arguments())
+    template_name = "tickets/detail.html"
+    target = request.htmx.target if _is_fragment_request(request) else None  # type: ignore[attr-defined]
+    fragment = target if target in TICKET_FRAGMENTS else None
+    if fragment:
+        template_name += f"#{fragment}"
+    response = render(
         request,
-        "tickets/detail.html",
+        template_name,
         {
             "ticket": ticket,
             "page": page,
@@ -124,6 +139,9 @@ def ticket_detail(request: HttpRequest, ticket_id: str) -> HttpResponse:
             "panels": correction_panels(page.state),
         },
     )
+    if fragment:
+        push_url(response, request.get_full_path())
+    return response
 
 
 @require_GET
@@ -185,6 +203,7 @@ def correct_state(request: HttpRequest, ticket_id: str) -> HttpResponse:
         "ticket": panel.ticket,
         "state": state,
         "audit": panel.audit,
+        "page": panel,  # the audit trail's pager reads page.audit_older_than
         "panels": correction_panels(state, bound=None if saved else form),
         "stale": stale,
         "saved": saved,

@@ -181,3 +181,37 @@ def test_keyboard_and_header_on_any_screen(page: Any, live_server: Any, seed: Ti
     page.keyboard.press("Enter")
     expect(page).to_have_url(re.compile(r"/tickets/T-"))
     assert not page.js_errors
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_long_ticket_pages_to_older_turns_in_place_and_jumps_to_a_compaction(
+    page: Any, live_server: Any, width: int
+) -> None:
+    from tests.factories import long_ticket
+
+    supervisor("sam")
+    long_ticket("T-LONG", 2000)
+    log_in(page, live_server.url, width)
+    page.goto(f"{live_server.url}/tickets/T-LONG/")
+    timeline = page.locator("#timeline")
+    expect(timeline.locator("h2")).to_contain_text("turns 1971\u20132000 of 2000")
+    expect(page.locator("svg.chart")).to_have_attribute("data-sampled", "2000")
+    assert_no_page_scroll(page)
+    screenshot(page, f"w{width}-10-long-ticket", full_page=False)
+
+    page.evaluate("window.__notReloaded = true")
+    timeline.get_by_role("link", name="← Older turns").first.click()
+    expect(page.locator("#timeline h2")).to_contain_text("turns 1941\u20131970 of 2000")
+    expect(page).to_have_url(re.compile(r"/tickets/T-LONG/\?before=1971$"))
+    assert page.evaluate("window.__notReloaded") is True  # swapped in place by htmx
+    expect(page.locator("#turn-1941")).to_be_visible()
+    assert_no_page_scroll(page)
+    screenshot(page, f"w{width}-11-long-ticket-older", full_page=False)
+
+    page.locator("#card-compactions .pill-jump").last.click()  # the sixth newest: #35, at turn 1750
+    expect(page).to_have_url(re.compile(r"\?turn=1750#compaction-35$"))
+    expect(page.locator("#compaction-35")).to_be_in_viewport()
+    expect(page.locator("#compaction-35")).to_contain_text("Compaction #35")
+    assert_no_page_scroll(page)
+    screenshot(page, f"w{width}-12-long-ticket-compaction", full_page=False)
+    assert not page.js_errors

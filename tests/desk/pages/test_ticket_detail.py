@@ -13,9 +13,9 @@ from tests.browser.desk_data import HOSTILE, hostile_ticket, import_t40118, supe
 
 pytestmark = pytest.mark.django_db
 
-# session + user + roles + ticket (with class and pinned state) + turns + compaction events + audit trail
-# + refused attempts + status changes
-DETAIL_QUERIES = 9
+# session + user + roles + ticket (with class and pinned state) + the window's turns + the chart's figures
+# of every turn + compaction events + audit trail + refused attempts + status changes
+DETAIL_QUERIES = 10
 
 
 @pytest.fixture
