@@ -56,7 +56,7 @@ migrations-check: venv
 
 # The agent's hot paths under load on PostgreSQL: the desk (D) beside a plain Django view (P) and a raw WSGI app
 # (R), gunicorn with 2 sync workers, wrk (or a Python load generator), query counts and growth. Numbers, never
-# assertions; about 8 minutes; writes var/bench.json. The bench database is created if missing and flushed.
+# assertions; about 8 minutes; writes var/bench.json. The bench database is dropped and created afresh.
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/sundry_bench
 # The servers run with the production settings, which want a long key; the bench process signs the session
 # cookie its page loads send, so both use this one (a scratch database: not a secret).

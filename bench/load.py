@@ -126,7 +126,7 @@ def run_python(*, port: int, plan: Plan, seconds: float, connections: int, prefi
                 conn.request(method, path, body=body or None, headers=headers)
                 response = conn.getresponse()
                 response.read()
-                if response.status >= 400:
+                if not 200 <= response.status < 300:
                     bad += 1
             except (OSError, http.client.HTTPException):
                 bad += 1

@@ -97,6 +97,12 @@ class CompactionEvent(models.Model):
             models.Index(
                 fields=["ticket", "tokens_before"], condition=Q(status="deferred"), name="event_deferred"
             ),
+            # The claim an agent's context reads on every turn: one probe, however many events the ticket has.
+            models.Index(
+                fields=["ticket", "-number"],
+                condition=Q(status__in=["pending", "running"]),
+                name="event_claim",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["ticket", "number"], name="compaction_number_unique_per_ticket"),

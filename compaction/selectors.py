@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cache
 from typing import Any, Protocol
 
 from django.db.models import OuterRef, QuerySet, Subquery
@@ -62,6 +63,13 @@ class ActiveSummary:
 
 # The names with_active_summary() annotates a ticket with: the active compaction, read in the ticket's query.
 _ANNOTATED = ("active_summary", "active_summary_tokens", "active_first_replaced", "active_last_replaced")
+
+
+@cache
+def context_tickets() -> QuerySet[Ticket]:
+    """All tickets with_active_summary(), built once per process: filtering it clones the annotated query
+    instead of resolving its subqueries again on every context read."""
+    return with_active_summary(Ticket.objects.order_by())
 
 
 def with_active_summary(tickets: QuerySet[Ticket]) -> QuerySet[Ticket]:

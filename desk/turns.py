@@ -63,11 +63,14 @@ def receive_turn(
     idempotency_key: str = "",
     with_turn: Callable[[Turn], None] | None = None,
     by: Actor = SYSTEM,
+    refuse_in_flight: bool = False,
 ) -> TurnReceived:
     """Append a turn, run the policy on it, and compact when due at a boundary or past the budget.
 
     `with_turn` runs in the turn's transaction, after the append and before the policy: the importer
     applies the state events that happen with the turn there, so they count toward the trigger.
+    `refuse_in_flight` (the API): a retry whose Idempotency-Key is still being processed is refused at once
+    rather than waiting to be replayed.
     """
     with transaction.atomic():
         appended = append_turn(
@@ -81,6 +84,7 @@ def receive_turn(
             extra=extra,
             idempotency_key=idempotency_key,
             by=by,
+            refuse_in_flight=refuse_in_flight,
         )
         if appended.replayed:
             return _replayed(ticket, appended.turn)

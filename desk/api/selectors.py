@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from django.db.models import QuerySet
 
@@ -15,7 +16,7 @@ from compaction.selectors import (
     assemble_context,
     compaction_totals,
     context_figures,
-    with_active_summary,
+    context_tickets,
 )
 from desk.api.fields import storable_text
 from desk.history import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, HistoryPage
@@ -30,24 +31,34 @@ def _check_ticket_id(ticket_id: str) -> None:
         raise TicketNotFound("no ticket with that id", ticket_id=ticket_id[:64].replace("\x00", ""))
 
 
+# The agent's reads run on every turn: their querysets are built once per process and filtered per request
+# (`get`: no ordering to add, the unique id decides), so no request pays for setting up the joins again.
+@cache
+def _tickets() -> QuerySet[Ticket]:
+    return Ticket.objects.select_related("ticket_class").order_by()
+
+
+@cache
+def _pinned_states() -> QuerySet[PinnedState]:
+    return PinnedState.objects.select_related("ticket__ticket_class").order_by()
+
+
 def ticket_by_id(ticket_id: str) -> Ticket:
     """The ticket with its class (one query), or TicketNotFound."""
     _check_ticket_id(ticket_id)
-    ticket = Ticket.objects.select_related("ticket_class").filter(ticket_id=ticket_id).first()
-    if ticket is None:
-        raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id)
-    return ticket
+    try:
+        return _tickets().get(ticket_id=ticket_id)
+    except Ticket.DoesNotExist:
+        raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id) from None
 
 
 def pinned_state_by_ticket_id(ticket_id: str) -> PinnedState:
     """The pinned state with its ticket (one query), or TicketNotFound."""
     _check_ticket_id(ticket_id)
-    pinned = (
-        PinnedState.objects.select_related("ticket__ticket_class").filter(ticket__ticket_id=ticket_id).first()
-    )
-    if pinned is None:
-        raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id)
-    return pinned
+    try:
+        return _pinned_states().get(ticket__ticket_id=ticket_id)
+    except PinnedState.DoesNotExist:
+        raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id) from None
 
 
 def ticket_class_by_slug(slug: str) -> TicketClass | None:
@@ -101,9 +112,10 @@ def ticket_context(ticket_id: str) -> AssembledContext:
     """The request an agent sends for its next turn: two queries (the ticket with its state and active
     summary, then the turns since), whatever the ticket's length."""
     _check_ticket_id(ticket_id)
-    ticket = with_active_summary(Ticket.objects.filter(ticket_id=ticket_id)).first()
-    if ticket is None:
-        raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id)
+    try:
+        ticket = context_tickets().get(ticket_id=ticket_id)
+    except Ticket.DoesNotExist:
+        raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id) from None
     return assemble_context(ticket)
 
 

@@ -112,7 +112,9 @@ class TurnListView(DeskAPIView):
         ticket = selectors.ticket_by_id(ticket_id)
         key = headers.optional_idempotency_key(request.headers.get("Idempotency-Key"))
         data = _validated(serializers.TurnIn, request)
-        received = receive_turn(ticket=ticket, idempotency_key=key, by=_agent(request), **data)
+        received = receive_turn(
+            ticket=ticket, idempotency_key=key, by=_agent(request), refuse_in_flight=True, **data
+        )
         # Built once, in the documented shape (TurnAppendedOut): no serializer walks it again.
         response = Response(received.as_json(), status=status.HTTP_201_CREATED)
         if received.replayed:
@@ -212,7 +214,9 @@ class ActionListView(DeskAPIView):
         ticket = selectors.ticket_by_id(ticket_id)
         key = headers.idempotency_key(request.headers.get("Idempotency-Key"))
         data = _validated(serializers.ActionIn, request)
-        recorded = record_action(ticket=ticket, idempotency_key=key, by=_agent(request), **data)
+        recorded = record_action(
+            ticket=ticket, idempotency_key=key, by=_agent(request), refuse_in_flight=True, **data
+        )
         # record_action stores only what it recorded, and stores it as 201: a replay answers the same. The body
         # is built once, in the documented shape (ActionRecordedOut).
         response = Response(recorded.body, status=status.HTTP_201_CREATED)

@@ -166,3 +166,69 @@ def test_the_migration_turns_two_copies_into_the_change_between_them() -> None:
         {"category": "open_questions", "before": {"id": "Q1", "text": "scanned?"}, "after": None}
     ]
     assert delta({}, {"actions_taken": []}, "") == {}  # the opening row changed no item
+
+
+def test_two_changes_through_one_locked_state_each_audit_their_own_item(ticket: Ticket) -> None:
+    """The items a change keeps on the row carry its log; the next change through the same row audits only
+    what it did."""
+    from django.db import transaction
+
+    from tickets.models import StateOp
+    from tickets.services.actors import SYSTEM
+    from tickets.services.state_changes import change_pinned_state, lock_pinned_state
+
+    def stating(text: str) -> Any:
+        return lambda items: items.state_constraint(text=text, at_turn=None)
+
+    with transaction.atomic():
+        pinned = lock_pinned_state(ticket)
+        for text in ("email only", "no calls"):
+            change_pinned_state(
+                ticket=ticket,
+                op=StateOp.CONSTRAINT_STATED,
+                by=SYSTEM,
+                mutate=stating(text),
+                at_turn=None,
+                locked=pinned,
+            )
+    rows = StateChange.objects.filter(ticket=ticket, op="constraint_stated").order_by("to_version")
+    assert [[c.after["text"] for c in row.item_changes] for row in rows] == [["email only"], ["no calls"]]
+    assert state_of(ticket).tokens == state_tokens(state_of(ticket).agent_json())
+
+
+def test_the_database_edits_the_stored_items_to_what_the_audit_says(ticket: Ticket) -> None:
+    """Each change sends the item it changed (appended, replaced, removed in the stored JSON); the stored
+    document after every kind of change is the audit replayed, item for item."""
+    every_kind_of_change(ticket)
+    stored = PinnedState.objects.get(ticket=ticket).data
+    changes = StateChange.objects.filter(ticket=ticket).order_by("to_version")
+    assert stored == replay_changes(item for c in changes for item in c.item_changes)
+    assert [a["id"] for a in stored["actions_taken"]] == ["A1", "A2", "A3"]
+    assert stored["open_questions"] == [] and stored["questions_opened"] == 1
+    assert stored["customer_constraints"][0]["text"] == "Email only"
+
+
+def test_recording_an_action_sends_the_action_not_the_state(ticket: Ticket) -> None:
+    """At 40 actions the state's UPDATE carries one action: its size does not grow with the state."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    chat(ticket, 2)
+
+    def update_size(n: int) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            record_action(
+                ticket=ticket, tool="track_parcel", item=f"box-{n}", reversible=True, idempotency_key=f"b{n}"
+            )
+        [update] = [
+            q["sql"] for q in queries.captured_queries if q["sql"].startswith('UPDATE "tickets_pinnedstate"')
+        ]
+        return len(update)
+
+    first = update_size(0)
+    for n in range(1, 40):
+        record_action(
+            ticket=ticket, tool="track_parcel", item=f"box-{n}", reversible=True, idempotency_key=f"b{n}"
+        )
+    assert update_size(40) <= first + 20
+    assert len(json.dumps(state_of(ticket).data)) > 20 * first  # the state itself did grow

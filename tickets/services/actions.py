@@ -24,7 +24,7 @@ from tickets.errors import (
 from tickets.fingerprints import request_fingerprint
 from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, StateOp, Ticket
 from tickets.services.actors import SYSTEM, Actor
-from tickets.services.idempotency import refuse_if_in_flight
+from tickets.services.idempotency import hold_key
 from tickets.services.state_changes import change_pinned_state, check_turn
 from tickets.state import FAILED, INTENDED, SUCCEEDED, ActionItem, ActionStatus
 
@@ -68,6 +68,7 @@ def record_action(
     reason: str = "",
     status: str | None = None,
     by: Actor = SYSTEM,
+    refuse_in_flight: bool = False,
 ) -> ActionRecorded:
     """Record an action: reserve it before its tool runs (`status="intended"`), or record one that succeeded.
 
@@ -76,7 +77,9 @@ def record_action(
     that still holds its item is refused, naming the earlier one, unless the caller says it is a deliberate
     repeat and gives a reason. The refusal is kept (`RefusedAttempt`): nothing of the request is written,
     the refusal is, after the checking transaction, in the caller's transaction (or on its own when there
-    is none). A request with the same key still in flight is refused at once (IdempotencyKeyInFlight).
+    is none). A request with the same key still in flight waits for it and gets its replay; with
+    `refuse_in_flight` (the API, as the Idempotency-Key draft wants) it is refused at once instead
+    (IdempotencyKeyInFlight).
     """
     outcome = _record_action(
         ticket=ticket,
@@ -91,6 +94,7 @@ def record_action(
         reason=reason,
         status=status,
         by=by,
+        refuse_in_flight=refuse_in_flight,
     )
     if isinstance(outcome, ActionRecorded):
         return outcome
@@ -129,7 +133,8 @@ class _Refusal:
 
 def _lock_for_action(ticket: Ticket, idempotency_key: str) -> PinnedState:
     """The state and ticket rows locked, with the class and the first answer to this key (if any), in one
-    query. The lock serializes every writer of the ticket, so the key read with it is decisive."""
+    query. Call with the key held (`hold_key`): a request with the same key cannot commit between this
+    query's snapshot and its lock, so the answer read with it is decisive."""
     prior = IdempotencyRecord.objects.filter(ticket=OuterRef("ticket_id"), key=idempotency_key)
     return (
         PinnedState.objects.select_for_update(of=("self", "ticket"))
@@ -157,6 +162,7 @@ def _record_action(
     reason: str,
     status: str | None,
     by: Actor,
+    refuse_in_flight: bool,
 ) -> ActionRecorded | _Refusal:
     if not idempotency_key or len(idempotency_key) > 255:
         raise InvalidInput("an idempotency key of 1 to 255 characters is required", field="idempotency_key")
@@ -188,7 +194,9 @@ def _record_action(
         request_body["status"] = INTENDED
     fingerprint = request_fingerprint(request_body)
 
-    refuse_if_in_flight(ticket, idempotency_key)
+    # Held first: the key's first answer is then read in the lock query's own snapshot, and a concurrent
+    # retry either waits here (then reads that answer) or, for the API, is refused at once.
+    hold_key(ticket, idempotency_key, wait=not refuse_in_flight)
     pinned = _lock_for_action(ticket, idempotency_key)
     locked_ticket = pinned.ticket
     if pinned.prior_fingerprint is not None:  # type: ignore[attr-defined]

@@ -24,10 +24,21 @@ def advisory_key(ticket: Ticket, idempotency_key: str) -> int:
 def refuse_if_in_flight(ticket: Ticket, idempotency_key: str) -> None:
     """Take the key's advisory lock for this transaction, or raise IdempotencyKeyInFlight. Call inside the
     transaction that will store the key's answer."""
+    hold_key(ticket, idempotency_key, wait=False)
+
+
+def hold_key(ticket: Ticket, idempotency_key: str, *, wait: bool) -> None:
+    """Take the key's advisory lock for this transaction: wait for a request still holding it (`wait`), or
+    raise IdempotencyKeyInFlight. Either way, once it is held, no other request with the key is between its
+    reads and its commit, so a read made after it sees the key's first answer if there is one."""
     if connection.vendor != "postgresql":
         return
+    key = advisory_key(ticket, idempotency_key)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [advisory_key(ticket, idempotency_key)])
+        if wait:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+            return
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [key])
         (acquired,) = cursor.fetchone()
     if not acquired:
         raise IdempotencyKeyInFlight(

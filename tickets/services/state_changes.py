@@ -6,13 +6,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
+from django.utils import timezone
 
+from tickets import json_edits
 from tickets.errors import InvalidInput, StaleVersion
 from tickets.models import PinnedState, StateChange, StateOp, Ticket
 from tickets.services.actors import SYSTEM, Actor
-from tickets.state import ActionItem, StateItems, TextItem, agent_item, items_to_data, state_document
+from tickets.state import (
+    ITEM_LISTS,
+    ActionItem,
+    ItemChange,
+    StateItems,
+    TextItem,
+    agent_item,
+    items_to_data,
+    state_document,
+)
 from tickets.tokens import state_frame_tokens, state_item_tokens
 
 # The operations an agent may send to POST .../state/ (actions have their own endpoint).
@@ -90,12 +101,13 @@ def change_pinned_state[T](
     items = pinned.items
     totals_before = items.totals()
     frame_before = state_frame_tokens(state_frame(pinned, totals_before), encoding)
+    earlier = len(items.changes)  # items kept from an earlier change of this row carry its log
+    positions = {name: [item.id for item in getattr(items, name)] for name in ITEM_LISTS}
+    questions_opened = items.questions_opened
     result = mutate(items)
-    pinned.data = items_to_data(items)
     pinned.version += 1
-    pinned.keep_items(items)
     totals_after = items.totals()
-    item_changes = items.changes
+    item_changes = items.changes[earlier:]
     delta = state_frame_tokens(state_frame(pinned, totals_after), encoding) - frame_before
     for change in item_changes:
         for side, sign in ((change.after, 1), (change.before, -1)):
@@ -104,7 +116,20 @@ def change_pinned_state[T](
                     change.category, agent_item(change.category, side), encoding
                 )
     pinned.tokens += delta
-    pinned.save(update_fields=["data", "version", "tokens", "updated_at"])
+    edits = _data_edits(item_changes, positions, questions_opened, items)
+    if edits is not None and json_edits.supported(connection.vendor):
+        # The database edits the stored items in place: a change sends the item it changed, not the state.
+        PinnedState.objects.filter(pk=pinned.pk).update(
+            data=json_edits.EditJSON("data", edits),
+            version=pinned.version,
+            tokens=pinned.tokens,
+            updated_at=timezone.now(),
+        )
+        pinned.__dict__.pop("data", None)  # deferred: read again from the row if anyone asks
+    else:
+        pinned.data = items_to_data(items)
+        pinned.save(update_fields=["data", "version", "tokens", "updated_at"])
+    pinned.keep_items(items)
     moved = {
         name: [totals_before[name], totals_after[name]]
         for name in totals_after
@@ -142,6 +167,31 @@ def change_pinned_state[T](
         ticket.open_intent_since = owner.open_intent_since
         ticket.intent_stale_at = owner.intent_stale_at
     return result, pinned
+
+
+def _data_edits(
+    changes: list[ItemChange],
+    positions: dict[str, list[str]],
+    questions_opened: int,
+    items: StateItems,
+) -> list[json_edits.JSONEdit] | None:
+    """The stored document's edits for these item changes (positions: each list's ids before them), or None
+    when a removal among several changes would move the indexes the others name."""
+    edits = []
+    for change in changes:
+        if change.before is None:
+            edits.append(json_edits.JSONEdit("append", change.category, value=change.after))
+            continue
+        index = positions[change.category].index(change.before["id"])
+        if change.after is None:
+            if len(changes) > 1:
+                return None
+            edits.append(json_edits.JSONEdit("remove", change.category, index=index))
+        else:
+            edits.append(json_edits.JSONEdit("replace", change.category, index=index, value=change.after))
+    if items.questions_opened != questions_opened:
+        edits.append(json_edits.JSONEdit("set", "questions_opened", value=items.questions_opened))
+    return edits
 
 
 def check_turn(ticket: Ticket, at_turn: int | None) -> int | None:

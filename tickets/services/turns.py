@@ -34,12 +34,14 @@ def append_turn(
     extra: dict[str, Any] | None = None,
     idempotency_key: str = "",
     by: Actor = SYSTEM,
+    refuse_in_flight: bool = False,
 ) -> TurnAppended:
     """Store the next turn of the thread and add its tokens to the ticket's context size. Call inside a
     transaction (the caller's: `receive_turn`), which the ticket's row lock lasts for.
 
     With an idempotency key, a retry with the same body returns the turn first stored (`replayed`);
-    the same key with another body is refused, and the same key still in flight is refused at once.
+    the same key with another body is refused. The same key still in flight waits for it, or with
+    `refuse_in_flight` (the API) is refused at once.
     """
     if role not in AGENT_ROLES:
         raise InvalidInput(f"role {role!r} is not one of {', '.join(AGENT_ROLES)}", field="role")
@@ -50,7 +52,7 @@ def append_turn(
     if args is not None and not isinstance(args, dict):
         raise InvalidInput("args must be a JSON object", field="args")
 
-    if idempotency_key:
+    if idempotency_key and refuse_in_flight:
         refuse_if_in_flight(ticket, idempotency_key)
     # The class is read with it, not locked: every ticket of a class would wait on its row.
     locked = Ticket.objects.select_for_update(of=("self",)).select_related("ticket_class").get(pk=ticket.pk)
