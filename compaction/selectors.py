@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from functools import cache
 from typing import Any, Protocol
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import JSONField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import JSONObject
 
 from compaction.context import AssembledContext, TokenBreakdown, TurnView
 from compaction.models import CompactionEvent, CompactionStatus
@@ -61,10 +63,6 @@ class ActiveSummary:
         return (self.last_replaced_turn or 0) + 1
 
 
-# The names with_active_summary() annotates a ticket with: the active compaction, read in the ticket's query.
-_ANNOTATED = ("active_summary", "active_summary_tokens", "active_first_replaced", "active_last_replaced")
-
-
 @cache
 def context_tickets() -> QuerySet[Ticket]:
     """All tickets with_active_summary(), built once per process: filtering it clones the annotated query
@@ -73,31 +71,35 @@ def context_tickets() -> QuerySet[Ticket]:
 
 
 def with_active_summary(tickets: QuerySet[Ticket]) -> QuerySet[Ticket]:
-    """Tickets with their class, pinned state, active summary and pending claim, all in one query."""
+    """Tickets with their class, pinned state, active summary and pending claim, all in one query: each of
+    the two events is one subquery returning its fields as a JSON object (two subqueries to plan, not eight)."""
     newest = CompactionEvent.objects.filter(ticket=OuterRef("pk")).applied().order_by("-number")
     claim = CompactionEvent.objects.pending().filter(ticket=OuterRef("pk")).order_by("-number")
+    active = JSONObject(
+        summary="summary", tokens="summary_tokens", first="first_replaced_turn", last="last_replaced_turn"
+    )
+    pending = JSONObject(number="number", since="created_at", status="status", upto="upto_turn")
     return tickets.select_related("ticket_class", "pinned_state").annotate(
-        active_summary=Subquery(newest.values("summary")[:1]),
-        active_summary_tokens=Subquery(newest.values("summary_tokens")[:1]),
-        active_first_replaced=Subquery(newest.values("first_replaced_turn")[:1]),
-        active_last_replaced=Subquery(newest.values("last_replaced_turn")[:1]),
-        pending_number=Subquery(claim.values("number")[:1]),
-        pending_since=Subquery(claim.values("created_at")[:1]),
-        pending_status=Subquery(claim.values("status")[:1]),
-        pending_upto=Subquery(claim.values("upto_turn")[:1]),
+        active_event=Subquery(newest.values(fields=active)[:1], output_field=JSONField()),
+        pending_event=Subquery(claim.values(fields=pending)[:1], output_field=JSONField()),
     )
 
 
-_PENDING = ("pending_number", "pending_since", "pending_status", "pending_upto")
+def _json(value: Any) -> Any:
+    # SQLite's JSON_OBJECT nests a JSON column's text as a string; PostgreSQL's nests the value itself.
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def pending_claim(ticket: Ticket) -> dict[str, Any] | None:
-    """The claimed compaction that has not finished, as the context shows it: from the ticket's annotations
+    """The claimed compaction that has not finished, as the context shows it: from the ticket's annotation
     when with_active_summary() loaded it, else one query."""
-    if hasattr(ticket, "pending_status"):
-        if ticket.pending_status is None:
+    if hasattr(ticket, "pending_event"):
+        found = _json(ticket.pending_event)
+        if not found:
             return None
-        number, since, status, upto = (getattr(ticket, name) for name in _PENDING)
+        since = datetime.fromisoformat(found["since"])
+        number, status, upto = found["number"], found["status"], found["upto"]
+        since = since if since.tzinfo else since.replace(tzinfo=UTC)  # SQLite keeps UTC without the offset
     else:
         claim = pending_compaction(ticket)
         if claim is None:
@@ -114,15 +116,15 @@ def pending_claim(ticket: Ticket) -> dict[str, Any] | None:
 def active_summary(ticket: Ticket, through_turn: int | None = None) -> ActiveSummary | None:
     """The summary in the request now (or right after `through_turn`): from the ticket's annotations when
     with_active_summary() loaded it, else one query."""
-    if through_turn is None and all(hasattr(ticket, name) for name in _ANNOTATED):
-        summary, summary_tokens, first, last = (getattr(ticket, name) for name in _ANNOTATED)
-        if last is None:
+    if through_turn is None and hasattr(ticket, "active_event"):
+        found = _json(ticket.active_event)
+        if not found or found["last"] is None:
             return None
         return ActiveSummary(
-            summary=json.loads(summary) if isinstance(summary, str) else summary,
-            summary_tokens=summary_tokens or 0,
-            first_replaced_turn=first,
-            last_replaced_turn=last,
+            summary=_json(found["summary"]),
+            summary_tokens=found["tokens"] or 0,
+            first_replaced_turn=found["first"],
+            last_replaced_turn=found["last"],
         )
     event = active_compaction(ticket, through_turn)
     if event is None:

@@ -70,3 +70,30 @@ def test_an_import_counts_one_open_deferral_once_while_the_worker_is_behind(tmp_
     event = CompactionEvent.objects.get(ticket=ticket, number=2)
     assert event.status == "applied"
     assert event.last_replaced_turn is not None and event.last_replaced_turn <= 24
+
+
+@override_settings(TASKS=DB_TASKS)
+def test_the_context_shows_the_claim_a_worker_has_still_to_run(scenario: dict[str, Any]) -> None:
+    """An agent reading its context while the worker is behind is told: which compaction, since when, up to
+    which turn; once the worker has run it, the claim is gone and the summary is in."""
+    from datetime import datetime
+
+    from desk.api.selectors import ticket_context
+
+    ticket = import_t40118(scenario, until=21)
+    turn_22 = ImportTicket.model_validate(scenario).turns[21]
+    receive_turn(ticket=ticket, role=turn_22.role, content=turn_22.content, boundary=turn_22.boundary)
+    claim = CompactionEvent.objects.get(ticket=ticket, status="pending")
+
+    context = ticket_context(ticket.ticket_id).as_json()
+    pending = context["compaction_pending"]
+    assert pending["number"] == claim.number and pending["upto_turn"] == 22 and pending["running"] is False
+    assert (
+        datetime.fromisoformat(pending["since"]) == claim.created_at
+    )  # an aware ISO time, to the microsecond
+    assert context["summary"] is None
+
+    call_command("db_worker", "--batch", "--no-startup-delay", stdout=StringIO(), stderr=StringIO())
+    context = ticket_context(ticket.ticket_id).as_json()
+    assert context["compaction_pending"] is None
+    assert context["summary"] is not None and context["summary_covers_turns"][1] <= 21
