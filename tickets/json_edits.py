@@ -35,8 +35,26 @@ class JSONEdit:
             raise ValueError(f"a {self.kind} needs an integer index")
 
 
+# Each edit as each database spells it: `{doc}` is the document so far (an edit may read it twice), `%s` the
+# edit's value as JSON text, `{key}` and `{index}` the list and position.
+SPELLINGS: dict[str, dict[str, str]] = {
+    "postgresql": {
+        "append": "jsonb_set({doc}, '{{{key}}}', COALESCE({doc} -> '{key}', '[]'::jsonb) || jsonb_build_array(%s::jsonb))",
+        "replace": "jsonb_set({doc}, '{{{key},{index}}}', %s::jsonb)",
+        "remove": "({doc} #- '{{{key},{index}}}')",
+        "set": "jsonb_set({doc}, '{{{key}}}', %s::jsonb)",
+    },
+    "sqlite": {
+        "append": "json_insert({doc}, '$.{key}[#]', json(%s))",
+        "replace": "json_set({doc}, '$.{key}[{index}]', json(%s))",
+        "remove": "json_remove({doc}, '$.{key}[{index}]')",
+        "set": "json_set({doc}, '$.{key}', json(%s))",
+    },
+}
+
+
 def supported(vendor: str) -> bool:
-    return vendor in ("postgresql", "sqlite")
+    return vendor in SPELLINGS
 
 
 class EditJSON(Func):
@@ -49,43 +67,14 @@ class EditJSON(Func):
         self.edits = tuple(edits)
 
     def as_sql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any) -> Sql:  # type: ignore[override]
-        raise NotSupportedError(f"JSON edits are not written for {connection.vendor}")
-
-    def as_postgresql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any) -> Sql:
+        spelling = SPELLINGS.get(connection.vendor)
+        if spelling is None:
+            raise NotSupportedError(f"JSON edits are not written for {connection.vendor}")
         sql, base_params = compiler.compile(self.source_expressions[0])
         params = list(base_params)
         for edit in self.edits:
-            value = json.dumps(edit.value)
-            if edit.kind == "append":
-                sql = (
-                    f"jsonb_set({sql}, '{{{edit.key}}}', "
-                    f"COALESCE({sql} -> '{edit.key}', '[]'::jsonb) || jsonb_build_array(%s::jsonb))"
-                )
-                params = [*params, *params, value]
-            elif edit.kind == "replace":
-                sql = f"jsonb_set({sql}, '{{{edit.key},{edit.index}}}', %s::jsonb)"
-                params = [*params, value]
-            elif edit.kind == "remove":
-                sql = f"({sql} #- '{{{edit.key},{edit.index}}}')"
-            else:
-                sql = f"jsonb_set({sql}, '{{{edit.key}}}', %s::jsonb)"
-                params = [*params, value]
-        return sql, params
-
-    def as_sqlite(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any) -> Sql:  # type: ignore[override]
-        sql, base_params = compiler.compile(self.source_expressions[0])
-        params = list(base_params)
-        for edit in self.edits:
-            value = json.dumps(edit.value)
-            if edit.kind == "append":
-                sql = f"json_insert({sql}, '$.{edit.key}[#]', json(%s))"
-                params = [*params, value]
-            elif edit.kind == "replace":
-                sql = f"json_set({sql}, '$.{edit.key}[{edit.index}]', json(%s))"
-                params = [*params, value]
-            elif edit.kind == "remove":
-                sql = f"json_remove({sql}, '$.{edit.key}[{edit.index}]')"
-            else:
-                sql = f"json_set({sql}, '$.{edit.key}', json(%s))"
-                params = [*params, value]
+            template = spelling[edit.kind]
+            # The document's own parameters come first, once per time the edit reads it, then the value's.
+            params = params * template.count("{doc}") + ([json.dumps(edit.value)] if "%s" in template else [])
+            sql = template.format(doc=sql, key=edit.key, index=edit.index)
         return sql, params
