@@ -123,6 +123,13 @@ class StateItems(BaseModel):
         items._tools = tools
         return items
 
+    @classmethod
+    def load_json(cls, text: str, *, tools: ToolCatalog) -> StateItems:
+        """As `load`, from the stored JSON as text: parsed and validated in one pass by pydantic."""
+        items = cls.model_validate_json(text)
+        items._tools = tools
+        return items
+
     @property
     def tools(self) -> ToolCatalog:
         return self._tools

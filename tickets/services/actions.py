@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import JSONField, OuterRef, Subquery
+from django.db.models import JSONField, OuterRef, Subquery, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from tickets.errors import (
@@ -26,7 +27,7 @@ from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, State
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import hold_key
 from tickets.services.state_changes import change_pinned_state, check_turn
-from tickets.state import FAILED, INTENDED, SUCCEEDED, ActionItem, ActionStatus
+from tickets.state import FAILED, INTENDED, SUCCEEDED, ActionItem, ActionStatus, StateItems
 
 
 @dataclass(frozen=True)
@@ -136,15 +137,22 @@ def _lock_for_action(ticket: Ticket, idempotency_key: str) -> PinnedState:
     query. Call with the key held (`hold_key`): a request with the same key cannot commit between this
     query's snapshot and its lock, so the answer read with it is decisive."""
     prior = IdempotencyRecord.objects.filter(ticket=OuterRef("ticket_id"), key=idempotency_key)
-    return (
+    pinned = (
         PinnedState.objects.select_for_update(of=("self", "ticket"))
         .select_related("ticket__ticket_class")
+        # The items as JSON text, parsed and validated by pydantic in one pass (a long state's largest cost
+        # here); `data` itself is not read: the change is written as an edit of it.
+        .defer("data")
         .annotate(
+            data_text=Cast("data", TextField()),
             prior_fingerprint=Subquery(prior.values("fingerprint")[:1]),
             prior_body=Subquery(prior.values("response_body")[:1], output_field=JSONField()),
         )
         .get(ticket=ticket)
     )
+    tools = pinned.ticket.ticket_class.tool_catalog
+    pinned.keep_items(StateItems.load_json(pinned.data_text, tools=tools))  # type: ignore[attr-defined]
+    return pinned
 
 
 @transaction.atomic
