@@ -77,10 +77,11 @@ _TOTAL_OF: dict[MoneyEffect, str] = {
     "charge": "charged_cents_total",
     "credit": "credited_cents_total",
 }
+# The totals' names, in the agent-facing document's order.
+MONEY_TOTALS = tuple(_TOTAL_OF.values())
 
-# The item lists of the state, and the id prefix of each list's items (A1, C1, Q1, D1).
+# The item lists of the state.
 ITEM_LISTS = ("actions_taken", "customer_constraints", "open_questions", "decisions")
-LIST_OF_PREFIX = {"A": "actions_taken", "C": "customer_constraints", "Q": "open_questions", "D": "decisions"}
 
 
 @dataclass(frozen=True)
@@ -296,9 +297,6 @@ def agent_state(
         lists={name: dumped[name] for name in ITEM_LISTS},
         totals={name: dumped[name] for name in MONEY_TOTALS},
     )
-
-
-MONEY_TOTALS = ("refunded_cents_total", "charged_cents_total", "credited_cents_total")
 
 
 def state_document(

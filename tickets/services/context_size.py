@@ -1,8 +1,7 @@
-"""The ticket's stored context size (the queue sorts and filters on it), kept current in SQL.
-
-Every writer adds the difference it makes (a turn its tokens, a state change the change in the state's
-tokens) under its own lock, so nothing re-adds the whole request.
-"""
+"""The ticket's stored context size (the queue sorts and filters on it), set outright where a compaction
+replaces turns. Every other writer moves it by the difference it makes under its own lock (a turn by its tokens
+in `append_turn`, a state change by the change in the state's tokens in `change_pinned_state`), so nothing
+re-adds the whole request."""
 
 from __future__ import annotations
 

@@ -21,12 +21,6 @@ def advisory_key(ticket: Ticket, idempotency_key: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def refuse_if_in_flight(ticket: Ticket, idempotency_key: str) -> None:
-    """Take the key's advisory lock for this transaction, or raise IdempotencyKeyInFlight. Call inside the
-    transaction that will store the key's answer."""
-    hold_key(ticket, idempotency_key, wait=False)
-
-
 def hold_key(ticket: Ticket, idempotency_key: str, *, wait: bool) -> None:
     """Take the key's advisory lock for this transaction: wait for a request still holding it (`wait`), or
     raise IdempotencyKeyInFlight. Either way, once it is held, no other request with the key is between its

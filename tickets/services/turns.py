@@ -10,7 +10,7 @@ from tickets.errors import IdempotencyKeyReused, InvalidInput
 from tickets.fingerprints import request_fingerprint
 from tickets.models import Ticket, Turn, TurnRole
 from tickets.services.actors import SYSTEM, Actor
-from tickets.services.idempotency import refuse_if_in_flight
+from tickets.services.idempotency import hold_key
 from tickets.tokens import count_turn
 
 AGENT_ROLES = (TurnRole.CUSTOMER, TurnRole.AGENT, TurnRole.TOOL_CALL, TurnRole.TOOL_RESULT)
@@ -53,7 +53,7 @@ def append_turn(
         raise InvalidInput("args must be a JSON object", field="args")
 
     if idempotency_key and refuse_in_flight:
-        refuse_if_in_flight(ticket, idempotency_key)
+        hold_key(ticket, idempotency_key, wait=False)
     # The class is read with it, not locked: every ticket of a class would wait on its row.
     locked = Ticket.objects.select_for_update(of=("self",)).select_related("ticket_class").get(pk=ticket.pk)
     fingerprint = ""
