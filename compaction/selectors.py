@@ -15,6 +15,7 @@ from django.db.models.functions import JSONObject
 
 from compaction.context import AssembledContext, TokenBreakdown, TurnView
 from compaction.models import CompactionEvent, CompactionStatus
+from tickets.compiled_reads import CompiledRead
 from tickets.models import PinnedState, StateChange, Ticket, Turn
 from tickets.state import StateItems, agent_state, model_state, replay_changes
 from tickets.tokens import REPLY_PRIMING_TOKENS
@@ -68,6 +69,21 @@ def context_tickets() -> QuerySet[Ticket]:
     """All tickets with_active_summary(), built once per process: filtering it clones the annotated query
     instead of resolving its subqueries again on every context read."""
     return with_active_summary(Ticket.objects.order_by())
+
+
+# The agent's context read, compiled once per process (it runs on every turn): the ticket by its id with
+# its class, state, active summary and pending claim; then the turns from a number on.
+CONTEXT_TICKET = CompiledRead(lambda ticket_id: context_tickets().filter(ticket_id=ticket_id)[:2], str)
+_TURN_FIELDS = ("number", "role", "content", "tool", "args", "tool_call_id", "boundary", "tokens")
+TURNS_FROM = CompiledRead(
+    lambda ticket_pk, first: (
+        Turn.objects.filter(ticket_id=ticket_pk, number__gte=first)
+        .order_by("number")
+        .values_list(*_TURN_FIELDS)
+    ),
+    int,
+    int,
+)
 
 
 def with_active_summary(tickets: QuerySet[Ticket]) -> QuerySet[Ticket]:
@@ -163,9 +179,6 @@ def context_figures(ticket: Ticket, *, state_tokens: int | None = None) -> Conte
     )
 
 
-_TURN_FIELDS = ("number", "role", "content", "tool", "args", "tool_call_id", "boundary", "tokens")
-
-
 def state_as_of_turn(ticket: Ticket, turn: int) -> tuple[dict[str, Any], int]:
     """The pinned state as the model read it right after `turn` was stored, and its tokens then: the audit's
     item changes up to then, replayed (one query). Money totals are derived with the class's catalog now."""
@@ -210,10 +223,17 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
     else:
         state_json, state_tokens = state_as_of_turn(ticket, through_turn)
 
-    turns_qs = Turn.objects.filter(ticket=ticket, number__gte=first_active).order_by("number")
-    if through_turn is not None:
-        turns_qs = turns_qs.filter(number__lte=through_turn)
-    turns = [TurnView(*row) for row in turns_qs.values_list(*_TURN_FIELDS)]
+    if through_turn is None:
+        rows: Iterable[Any] = TURNS_FROM.iterator(
+            ticket.pk, first_active, using=ticket._state.db or "default"
+        )
+    else:
+        rows = (
+            Turn.objects.filter(ticket=ticket, number__gte=first_active, number__lte=through_turn)
+            .order_by("number")
+            .values_list(*_TURN_FIELDS)
+        )
+    turns = [TurnView(*row) for row in rows]
     breakdown = TokenBreakdown(
         system=ticket.system_prompt_tokens,
         state=state_tokens,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
 from django.db.models import QuerySet
 
@@ -11,16 +10,17 @@ from compaction.context import AssembledContext
 from compaction.models import CompactionEvent
 from compaction.policy import compaction_floor
 from compaction.selectors import (
+    CONTEXT_TICKET,
     CompactionTotals,
     ContextFigures,
     assemble_context,
     compaction_totals,
     context_figures,
-    context_tickets,
 )
 from desk.api.fields import storable_text
 from desk.history import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, HistoryPage
 from desk.history import ticket_history as _ticket_history
+from tickets.compiled_reads import CompiledRead
 from tickets.errors import TicketNotFound
 from tickets.models import PinnedState, Ticket, TicketClass
 
@@ -31,23 +31,29 @@ def _check_ticket_id(ticket_id: str) -> None:
         raise TicketNotFound("no ticket with that id", ticket_id=ticket_id[:64].replace("\x00", ""))
 
 
-# The agent's reads run on every turn: their querysets are built once per process and filtered per request
-# (`get`: no ordering to add, the unique id decides), so no request pays for setting up the joins again.
-@cache
-def _tickets() -> QuerySet[Ticket]:
-    return Ticket.objects.select_related("ticket_class").order_by()
-
-
-@cache
-def _pinned_states() -> QuerySet[PinnedState]:
-    return PinnedState.objects.select_related("ticket__ticket_class").order_by()
+# The agent's reads run on every turn: compiled to SQL once per process (tickets.compiled_reads) and run
+# with the id of each request, so no request pays for building and compiling the joins again.
+TICKET_BY_ID = CompiledRead(
+    lambda ticket_id: (
+        Ticket.objects.select_related("ticket_class").order_by().filter(ticket_id=ticket_id)[:2]
+    ),
+    str,
+)
+STATE_BY_TICKET_ID = CompiledRead(
+    lambda ticket_id: (
+        PinnedState.objects.select_related("ticket__ticket_class")
+        .order_by()
+        .filter(ticket__ticket_id=ticket_id)[:2]
+    ),
+    str,
+)
 
 
 def ticket_by_id(ticket_id: str) -> Ticket:
     """The ticket with its class (one query), or TicketNotFound."""
     _check_ticket_id(ticket_id)
     try:
-        return _tickets().get(ticket_id=ticket_id)
+        return TICKET_BY_ID.get(ticket_id)
     except Ticket.DoesNotExist:
         raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id) from None
 
@@ -56,7 +62,7 @@ def pinned_state_by_ticket_id(ticket_id: str) -> PinnedState:
     """The pinned state with its ticket (one query), or TicketNotFound."""
     _check_ticket_id(ticket_id)
     try:
-        return _pinned_states().get(ticket__ticket_id=ticket_id)
+        return STATE_BY_TICKET_ID.get(ticket_id)
     except PinnedState.DoesNotExist:
         raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id) from None
 
@@ -113,7 +119,7 @@ def ticket_context(ticket_id: str) -> AssembledContext:
     summary, then the turns since), whatever the ticket's length."""
     _check_ticket_id(ticket_id)
     try:
-        ticket = context_tickets().get(ticket_id=ticket_id)
+        ticket = CONTEXT_TICKET.get(ticket_id)
     except Ticket.DoesNotExist:
         raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id) from None
     return assemble_context(ticket)

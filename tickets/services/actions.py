@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import JSONField, OuterRef, Subquery, TextField
+from django.db.models import JSONField, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from tickets.compiled_reads import CompiledRead
 from tickets.errors import (
     ActionAlreadySettled,
     ActionNotFound,
@@ -132,12 +133,9 @@ class _Refusal:
     refunded_cents_total: int
 
 
-def _lock_for_action(ticket: Ticket, idempotency_key: str) -> PinnedState:
-    """The state and ticket rows locked, with the class and the first answer to this key (if any), in one
-    query. Call with the key held (`hold_key`): a request with the same key cannot commit between this
-    query's snapshot and its lock, so the answer read with it is decisive."""
+def _locked_state(ticket_pk: int, idempotency_key: str) -> QuerySet[PinnedState]:
     prior = IdempotencyRecord.objects.filter(ticket=OuterRef("ticket_id"), key=idempotency_key)
-    pinned = (
+    return (
         PinnedState.objects.select_for_update(of=("self", "ticket"))
         .select_related("ticket__ticket_class")
         # The items as JSON text, parsed and validated by pydantic in one pass (a long state's largest cost
@@ -148,8 +146,19 @@ def _lock_for_action(ticket: Ticket, idempotency_key: str) -> PinnedState:
             prior_fingerprint=Subquery(prior.values("fingerprint")[:1]),
             prior_body=Subquery(prior.values("response_body")[:1], output_field=JSONField()),
         )
-        .get(ticket=ticket)
+        .filter(ticket_id=ticket_pk)[:2]
     )
+
+
+# Compiled once per process: every action takes this lock.
+LOCKED_STATE = CompiledRead(_locked_state, int, str)
+
+
+def _lock_for_action(ticket: Ticket, idempotency_key: str) -> PinnedState:
+    """The state and ticket rows locked, with the class and the first answer to this key (if any), in one
+    query. Call with the key held (`hold_key`): a request with the same key cannot commit between this
+    query's snapshot and its lock, so the answer read with it is decisive."""
+    pinned = LOCKED_STATE.get(ticket.pk, idempotency_key, using=ticket._state.db or "default")
     tools = pinned.ticket.ticket_class.tool_catalog
     pinned.keep_items(StateItems.load_json(pinned.data_text, tools=tools))  # type: ignore[attr-defined]
     return pinned

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tickets.compiled_reads import CompiledRead
 from tickets.errors import IdempotencyKeyReused, InvalidInput
 from tickets.fingerprints import request_fingerprint
 from tickets.models import Ticket, Turn, TurnRole
@@ -20,6 +21,16 @@ AGENT_ROLES = (TurnRole.CUSTOMER, TurnRole.AGENT, TurnRole.TOOL_CALL, TurnRole.T
 class TurnAppended:
     turn: Turn
     replayed: bool = False
+
+
+# The class is read with the ticket, not locked: every ticket of a class would wait on its row. Compiled once
+# per process (every turn takes this lock).
+LOCKED_TICKET = CompiledRead(
+    lambda pk: (
+        Ticket.objects.select_for_update(of=("self",)).select_related("ticket_class").filter(pk=pk)[:2]
+    ),
+    int,
+)
 
 
 def append_turn(
@@ -54,8 +65,7 @@ def append_turn(
 
     if idempotency_key and refuse_in_flight:
         hold_key(ticket, idempotency_key, wait=False)
-    # The class is read with it, not locked: every ticket of a class would wait on its row.
-    locked = Ticket.objects.select_for_update(of=("self",)).select_related("ticket_class").get(pk=ticket.pk)
+    locked = LOCKED_TICKET.get(ticket.pk, using=ticket._state.db or "default")
     fingerprint = ""
     if idempotency_key:
         fingerprint = request_fingerprint(
