@@ -14,6 +14,7 @@ from decimal import Decimal
 from itertools import accumulate
 from typing import Any
 
+from django.db import connection
 from django.db.models import OuterRef, Q, Subquery
 from django.http import Http404
 
@@ -190,11 +191,23 @@ def _replayed_sizes(
     return sizes
 
 
+def _must_keep(count: int, keep: Iterable[int], limit: int) -> list[int]:
+    """The indices a sample of `limit` out of `count` keeps whatever the values: the first, the last and
+    `keep`, thinned evenly should they alone take more than four fifths of the limit."""
+    must = sorted({0, count - 1, *(i for i in keep if 0 <= i < count)})
+    room = limit * 4 // 5
+    if len(must) > room:
+        step = (len(must) - 1) / (room - 1)
+        must = sorted({must[round(i * step)] for i in range(room)})
+    return must
+
+
 def sample_indices(tokens: list[int], *, keep: Iterable[int] = (), limit: int) -> list[int]:
     """At most `limit` indices of a series, in order: all of them when they fit; otherwise the first and
     the last, every index in `keep` (the compactions, where the threshold or budget changed), and the
-    highest point of each of the buckets that fill the rest, so a peak over the threshold is never
-    sampled away.
+    highest point (the first of equals) of each of the buckets that fill the rest, so a peak over the
+    threshold is never sampled away. Index i is in bucket i * buckets // count, as the database's
+    sample of a long ticket (`sampled_series_rows`) puts it.
 
     Should `keep` alone take more than four fifths of the limit (a compaction every few turns), it is
     thinned evenly to that many: the chart has no room to draw each one apart anyway.
@@ -202,19 +215,66 @@ def sample_indices(tokens: list[int], *, keep: Iterable[int] = (), limit: int) -
     count = len(tokens)
     if count <= limit:
         return list(range(count))
-    must = sorted({0, count - 1, *(i for i in keep if 0 <= i < count)})
-    room = limit * 4 // 5
-    if len(must) > room:
-        step = (len(must) - 1) / (room - 1)
-        must = sorted({must[round(i * step)] for i in range(room)})
-    chosen = set(must)
+    chosen = set(_must_keep(count, keep, limit))
     buckets = limit - len(chosen)
     for b in range(buckets):
-        low, high = b * count // buckets, (b + 1) * count // buckets
+        low, high = -(-b * count // buckets), -(-(b + 1) * count // buckets)
         if low < high:
             stretch = tokens[low:high]
             chosen.add(low + stretch.index(max(stretch)))
     return sorted(chosen)
+
+
+def _turn_columns() -> dict[str, str]:
+    """The turn table's name and the columns the sample reads, quoted for this database."""
+    quote = connection.ops.quote_name
+    columns = {f.name: str(f.column) for f in Turn._meta.concrete_fields}
+    names = ("ticket", *SERIES_FIELDS)
+    return {name: quote(columns[name]) for name in names} | {"table": quote(Turn._meta.db_table)}
+
+
+def sampled_series_rows(ticket: Ticket, *, keep_turns: Iterable[int], limit: int) -> list[SeriesRow] | None:
+    """The chart's rows of a ticket longer than `limit`, sampled by the database exactly as
+    `sample_indices` samples them (turn n is index n - 1: a ticket's turns are numbered 1 to its turn
+    count), so `limit` rows come back instead of every turn. One query; a second only when the threshold
+    or budget in force changed along the ticket (those turns are kept too, which leaves fewer buckets).
+    None when some turn was stored without its figures: those are replayed from every turn.
+    """
+    count = ticket.turn_count
+    keep = [n - 1 for n in keep_turns]
+    must = _must_keep(count, keep, limit)
+    rows = _sample_query(ticket, count=count, must=must, buckets=limit - len(must))
+    if any(row[2] == 0 for row in rows):  # token_budget
+        return None
+    changed = [row[0] - 1 for row in rows if row[-1]]
+    if changed:
+        exact = _must_keep(count, [*keep, *changed], limit)
+        if exact != must:
+            must = exact
+            rows = _sample_query(ticket, count=count, must=must, buckets=limit - len(must))
+    kept = {i + 1 for i in must}
+    return [row[:5] for row in rows if row[5] == 1 or row[0] in kept]  # type: ignore[misc]
+
+
+def _sample_query(ticket: Ticket, *, count: int, must: list[int], buckets: int) -> list[tuple[int, ...]]:
+    """Rows of `SERIES_FIELDS` + (rank in its bucket by context size, changed): each bucket's first highest
+    turn, the turns at indices `must`, and every turn where the figures in force changed or are missing."""
+    c = _turn_columns()
+    columns = ", ".join(c[name] for name in SERIES_FIELDS)
+    number, budget, threshold = c["number"], c["token_budget"], c["threshold_tokens"]
+    wanted = ", ".join(["%s"] * len(must))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns}, peak, changed FROM (SELECT {columns}, "
+            f"ROW_NUMBER() OVER (PARTITION BY ({number} - 1) * %s / %s "
+            f"ORDER BY {c['context_tokens']} DESC, {number}) AS peak, "
+            f"CASE WHEN {budget} = 0 OR {budget} <> LAG({budget}) OVER (ORDER BY {number}) "
+            f"OR {threshold} <> LAG({threshold}) OVER (ORDER BY {number}) THEN 1 ELSE 0 END AS changed "
+            f"FROM {c['table']} WHERE {c['ticket']} = %s) AS ranked "
+            f"WHERE peak = 1 OR changed = 1 OR {number} IN ({wanted}) ORDER BY {number}",
+            [buckets, count, ticket.pk, *(i + 1 for i in must)],
+        )
+        return [tuple(row) for row in cursor.fetchall()]
 
 
 def context_series(
@@ -224,12 +284,14 @@ def context_series(
     events: Sequence[EventFigures],
     changes: Sequence[StateChange],
     limit: int | None = None,
+    sample_of: int | None = None,
 ) -> ContextSeries:
     """Per-turn context size with the budget and threshold in force, from what each turn stored
     (`turns` are rows of `SERIES_FIELDS`, in order).
 
     With `limit`, a longer series is sampled by `sample_indices`, keeping every compaction's point and
-    every point where the threshold or budget in force changed.
+    every point where the threshold or budget in force changed. `sample_of` says `turns` are already
+    such a sample (`sampled_series_rows`) of a ticket of that many turns.
     """
     ticket_class = ticket.ticket_class
     kinds = CompactionStatus.replacing()
@@ -268,11 +330,15 @@ def context_series(
         )
         for i in indices
     ]
+    if sample_of is None:
+        turn_count, compaction_count = len(turns), sum(1 for n in numbers if n in replacing)
+    else:
+        turn_count, compaction_count = sample_of, sum(1 for n in replacing if 1 <= n <= sample_of)
     return ContextSeries(
         points=points,
-        sampled=len(points) < len(turns),
-        turn_count=len(turns),
-        compaction_count=sum(1 for n in numbers if n in replacing),
+        sampled=len(points) < turn_count,
+        turn_count=turn_count,
+        compaction_count=compaction_count,
         compactions_drawn=sum(1 for p in points if p.compaction),
     )
 
@@ -462,11 +528,13 @@ def ticket_page(
     status_before: int | None = None,
 ) -> TicketPage:
     """Everything the ticket page shows, for the window of turns chosen by `timeline_window`: 6 queries
-    after the ticket itself (7 when some turn was stored without its figures), whatever its length.
+    after the ticket itself (7 when the threshold in force changed along a long ticket or some turn was
+    stored without its figures), whatever its length.
 
-    Only the window's turns are read whole; the chart reads five numbers per turn, the header and the
-    markers read every compaction's figures but not its summary, and the audit trail and the status
-    changes read their newest rows (or those before `audit_before` / `status_before`).
+    Only the window's turns are read whole; the chart reads five numbers per turn of a short ticket and
+    the database's sample of a long one (`sampled_series_rows`), the header and the markers read every
+    compaction's figures but not its summary, and the audit trail and the status changes read their
+    newest rows (or those before `audit_before` / `status_before`).
     """
     pinned = ticket.pinned_state
     state = pinned.agent_json()
@@ -476,14 +544,26 @@ def ticket_page(
             "number"
         )
     )
-    figures: list[SeriesRow] = list(
-        Turn.objects.filter(ticket=ticket).order_by("number").values_list(*SERIES_FIELDS)
-    )
     compactions = event_figures(ticket)
+    # A long ticket's chart is sampled by the database; a short one's (or one with turns stored before
+    # turns kept their figures, which are replayed from every turn) reads every turn.
+    sample: list[SeriesRow] | None = None
+    if ticket.turn_count > CHART_MAX_POINTS:
+        replacing = CompactionStatus.replacing()
+        sample = sampled_series_rows(
+            ticket,
+            keep_turns=[e.at_turn for e in compactions if e.status in replacing],
+            limit=CHART_MAX_POINTS,
+        )
+    figures: list[SeriesRow] = (
+        sample
+        if sample is not None
+        else list(Turn.objects.filter(ticket=ticket).order_by("number").values_list(*SERIES_FIELDS))
+    )
     # Only a turn stored before turns kept their figures needs the state's history to be replayed.
     replay_changes = (
         list(StateChange.objects.filter(ticket=ticket).only("to_version", "thread_turn", "after_tokens"))
-        if not all(budget for _number, _context, budget, *_rest in figures)
+        if sample is None and not all(budget for _number, _context, budget, *_rest in figures)
         else []
     )
     changes = audit_trail(ticket, limit=AUDIT_WINDOW + 1, before_version=audit_before)
@@ -537,7 +617,12 @@ def ticket_page(
         audit=audit_rows(changes[:AUDIT_WINDOW]),
         audit_older_than=changes[AUDIT_WINDOW - 1].to_version if len(changes) > AUDIT_WINDOW else None,
         series=context_series(
-            ticket=ticket, turns=figures, events=compactions, changes=replay_changes, limit=CHART_MAX_POINTS
+            ticket=ticket,
+            turns=figures,
+            events=compactions,
+            changes=replay_changes,
+            limit=CHART_MAX_POINTS,
+            sample_of=ticket.turn_count if sample is not None else None,
         ),
         unplaced_refused=unplaced if not window.has_newer else [],
         refused=refused,

@@ -13,15 +13,17 @@ from django.test import Client
 from desk.pages.ticket import (
     AUDIT_WINDOW,
     CHART_MAX_POINTS,
+    SERIES_FIELDS,
     STATUS_WINDOW,
     TIMELINE_WINDOW,
     sample_indices,
+    sampled_series_rows,
     timeline_window,
 )
 from tests.browser.desk_data import supervisor
 from tests.desk.pages.test_ticket_detail import DETAIL_QUERIES
 from tests.factories import long_ticket
-from tickets.models import ActorKind, RefusedAttempt, Ticket, TicketStatus
+from tickets.models import ActorKind, RefusedAttempt, Ticket, TicketStatus, Turn
 from tickets.services.actors import Actor
 from tickets.services.lifecycle import set_ticket_status
 from tickets.services.state_changes import change_state
@@ -97,6 +99,58 @@ def test_sampling_keeps_the_ends_the_kept_points_and_every_stretch_peak() -> Non
 def test_sampling_thins_the_kept_points_when_they_alone_would_not_fit() -> None:
     chosen = sample_indices([1] * 5000, keep=range(0, 5000, 7), limit=300)
     assert len(chosen) <= 300
+
+
+def python_sample(ticket: Ticket, keep_turns: list[int], limit: int) -> list[tuple[int, ...]]:
+    """What the chart sampled in Python from every turn (the short ticket's path): the reference."""
+    rows = list(Turn.objects.filter(ticket=ticket).order_by("number").values_list(*SERIES_FIELDS))
+    in_force = [(r[3], r[2]) for r in rows]
+    changed = [i for i in range(1, len(rows)) if in_force[i] != in_force[i - 1]]
+    keep = [i for i, r in enumerate(rows) if r[0] in set(keep_turns)]
+    return [rows[i] for i in sample_indices([r[1] for r in rows], keep=[*keep, *changed], limit=limit)]
+
+
+def jagged(ticket: Ticket) -> None:
+    """Context sizes that are not a tidy sawtooth: equal peaks inside a bucket, a lone spike, a dip."""
+    for n, tokens in ((7, 9000), (8, 9000), (301, 12), (455, 9001), (456, 9001), (999, 1)):
+        Turn.objects.filter(ticket=ticket, number=n).update(context_tokens=tokens)
+
+
+@pytest.mark.parametrize(
+    ("turns", "compact_every", "limit"),
+    [(1000, 50, 240), (1000, 3, 240), (241, 7, 240), (5000, 7, 240), (997, 1000, 13)],
+)
+def test_the_database_samples_a_long_ticket_as_the_python_sampler_does(
+    turns: int, compact_every: int, limit: int
+) -> None:
+    ticket = long_ticket(f"T-S{turns}-{compact_every}", turns, compact_every=compact_every)
+    jagged(ticket)
+    keep = list(range(compact_every, turns + 1, compact_every))
+    sampled = sampled_series_rows(ticket, keep_turns=keep, limit=limit)
+    assert sampled is not None and len(sampled) <= limit
+    assert sampled == python_sample(ticket, keep, limit)
+    numbers = [row[0] for row in sampled]
+    assert numbers[0] == 1 and numbers[-1] == turns
+    if turns >= 1000:  # the spike is the highest point of its bucket whatever the bucket count
+        assert 455 in numbers
+
+
+def test_where_the_threshold_changed_the_sample_keeps_the_turn_and_stays_exact() -> None:
+    ticket = long_ticket("T-SCH", 1200, compact_every=40)
+    Turn.objects.filter(ticket=ticket, number__gte=700).update(threshold_tokens=5000)
+    Turn.objects.filter(ticket=ticket, number__gte=1001).update(token_budget=9000)
+    keep = list(range(40, 1201, 40))
+    sampled = sampled_series_rows(ticket, keep_turns=keep, limit=240)
+    assert sampled is not None and {700, 1001} <= {row[0] for row in sampled}
+    assert sampled == python_sample(ticket, keep, 240)
+
+
+def test_a_turn_stored_without_its_figures_sends_the_chart_back_to_every_turn() -> None:
+    ticket = long_ticket("T-SLEG", 600)
+    Turn.objects.filter(ticket=ticket, number=321).update(
+        token_budget=0, threshold_tokens=0, context_tokens=0
+    )
+    assert sampled_series_rows(ticket, keep_turns=[], limit=240) is None
 
 
 # ---------------------------------------------------------------- the page
