@@ -528,8 +528,8 @@ def ticket_page(
     status_before: int | None = None,
 ) -> TicketPage:
     """Everything the ticket page shows, for the window of turns chosen by `timeline_window`: 6 queries
-    after the ticket itself (7 when the threshold in force changed along a long ticket or some turn was
-    stored without its figures), whatever its length.
+    after the ticket itself (one more when the threshold in force changed along a long ticket, two when
+    some turn was stored without its figures), whatever its length.
 
     Only the window's turns are read whole; the chart reads five numbers per turn of a short ticket and
     the database's sample of a long one (`sampled_series_rows`), the header and the markers read every
