@@ -35,11 +35,15 @@ class JSONEdit:
             raise ValueError(f"a {self.kind} needs an integer index")
 
 
-# Each edit as each database spells it: `{doc}` is the document so far (an edit may read it twice), `%s` the
-# edit's value as JSON text, `{key}` and `{index}` the list and position.
+# Each edit as each database spells it: `{doc}` is the document so far (read once: edits nest, so an edit
+# that read it twice would double the SQL at each level), `%s` the edit's value as JSON text, `{key}` and
+# `{index}` the list and position. An append needs its list in the document.
 SPELLINGS: dict[str, dict[str, str]] = {
     "postgresql": {
-        "append": "jsonb_set({doc}, '{{{key}}}', COALESCE({doc} -> '{key}', '[]'::jsonb) || jsonb_build_array(%s::jsonb))",
+        # After the last element: the document is built once (jsonb_set of a concatenation built the list, then
+        # the document: twice the time on a 300-action state). The list must be in the document (the caller
+        # writes the whole document otherwise): jsonb_insert leaves a document without it as it was.
+        "append": "jsonb_insert({doc}, '{{{key},-1}}', %s::jsonb, true)",
         "replace": "jsonb_set({doc}, '{{{key},{index}}}', %s::jsonb)",
         "remove": "({doc} #- '{{{key},{index}}}')",
         "set": "jsonb_set({doc}, '{{{key}}}', %s::jsonb)",
@@ -51,6 +55,9 @@ SPELLINGS: dict[str, dict[str, str]] = {
         "set": "json_set({doc}, '$.{key}', json(%s))",
     },
 }
+
+
+assert all(t.count("{doc}") == 1 for spelling in SPELLINGS.values() for t in spelling.values())
 
 
 def supported(vendor: str) -> bool:
@@ -74,7 +81,7 @@ class EditJSON(Func):
         params = list(base_params)
         for edit in self.edits:
             template = spelling[edit.kind]
-            # The document's own parameters come first, once per time the edit reads it, then the value's.
-            params = params * template.count("{doc}") + ([json.dumps(edit.value)] if "%s" in template else [])
+            # The document's own parameters come first (it is read once), then the value's.
+            params = params + ([json.dumps(edit.value)] if "%s" in template else [])
             sql = template.format(doc=sql, key=edit.key, index=edit.index)
         return sql, params

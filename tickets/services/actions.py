@@ -43,13 +43,14 @@ class ActionRecorded:
 
 def _answer(action: ActionItem, pinned: PinnedState) -> dict[str, Any]:
     """What an action request is answered with: the action, the state version and the money totals."""
-    items = pinned.items
+    totals = pinned.items.totals()  # one pass over the actions for the three
     return {
         "action": action.model_dump(mode="json", exclude={"intended_at"}),
         "state_version": pinned.version,
-        "refunded_cents_total": items.refunded_cents_total,
-        "charged_cents_total": items.charged_cents_total,
-        "credited_cents_total": items.credited_cents_total,
+        **{
+            name: totals[name]
+            for name in ("refunded_cents_total", "charged_cents_total", "credited_cents_total")
+        },
     }
 
 

@@ -103,6 +103,7 @@ def change_pinned_state[T](
     frame_before = state_frame_tokens(state_frame(pinned, totals_before), encoding)
     earlier = len(items.changes)  # items kept from an earlier change of this row carry its log
     positions = {name: [item.id for item in getattr(items, name)] for name in ITEM_LISTS}
+    stored_lists = set(items.model_fields_set)  # the lists the stored document has (validated from it)
     questions_opened = items.questions_opened
     result = mutate(items)
     pinned.version += 1
@@ -116,7 +117,7 @@ def change_pinned_state[T](
                     change.category, agent_item(change.category, side), encoding
                 )
     pinned.tokens += delta
-    edits = _data_edits(item_changes, positions, questions_opened, items)
+    edits = _data_edits(item_changes, positions, stored_lists, questions_opened, items)
     if edits is not None and json_edits.supported(connection.vendor):
         # The database edits the stored items in place: a change sends the item it changed, not the state.
         PinnedState.objects.filter(pk=pinned.pk).update(
@@ -172,14 +173,18 @@ def change_pinned_state[T](
 def _data_edits(
     changes: list[ItemChange],
     positions: dict[str, list[str]],
+    stored_lists: set[str],
     questions_opened: int,
     items: StateItems,
 ) -> list[json_edits.JSONEdit] | None:
     """The stored document's edits for these item changes (positions: each list's ids before them), or None
-    when a removal among several changes would move the indexes the others name."""
+    when a removal among several changes would move the indexes the others name, or an item goes to a list
+    the stored document lacks (an old or hand-made one): then the whole document is written."""
     edits = []
     for change in changes:
         if change.before is None:
+            if change.category not in stored_lists:
+                return None
             edits.append(json_edits.JSONEdit("append", change.category, value=change.after))
             continue
         index = positions[change.category].index(change.before["id"])
