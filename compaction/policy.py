@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tickets.identity import normalize_name
-from tickets.tokens import REPLY_PRIMING_TOKENS
 
 TOOL_ROLES = {"tool_call", "tool_result"}
 
@@ -119,12 +118,6 @@ def _tails(turns: Sequence[TurnInfo]) -> list[int]:
 def is_due(total_tokens: int, threshold_tokens: int) -> bool:
     """Due when the assembled request exceeds the threshold. Turn counts play no part."""
     return total_tokens > threshold_tokens
-
-
-def compaction_floor(*, system_prompt_tokens: int, state_tokens: int) -> int:
-    """The tokens of the request that no compaction replaces: the system prompt, the pinned state, the reply
-    priming. At or over the threshold, compacting turns cannot bring the request under it."""
-    return system_prompt_tokens + state_tokens + REPLY_PRIMING_TOKENS
 
 
 def pair_results(turns: Sequence[TurnInfo]) -> dict[int, int]:

@@ -7,12 +7,13 @@ from typing import Any
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Exists, OuterRef, Q
-from django.db.models.functions import Now
+from django.db.models import Exists, F, IntegerField, OuterRef, Q, Value
+from django.db.models.functions import Cast, Floor, Now
 from django.urls import reverse
 
 from tickets.identity import ToolCatalog, default_irreversible_tools, default_money_tools
 from tickets.state import ItemChange, StateItems, agent_state
+from tickets.tokens import REPLY_PRIMING_TOKENS
 
 
 class SummarizerBackend(models.TextChoices):
@@ -135,6 +136,28 @@ class TicketQuerySet(models.QuerySet["Ticket"]):
         """Tickets with an intended action left open longer than their class's `intent_timeout_minutes`."""
         return self.filter(intent_stale_at__lte=Now() if now is None else now)
 
+    def state_fills_threshold(self) -> TicketQuerySet:
+        """Tickets whose system prompt and pinned state alone reach their class's threshold, computed from the
+        stored counts (the stored `state_over_threshold` is this, kept current)."""
+        return self.alias(
+            floor=F("system_prompt_tokens") + F("pinned_state__tokens") + Value(REPLY_PRIMING_TOKENS),
+            threshold=Cast(
+                Floor(F("ticket_class__token_budget") * F("ticket_class__compaction_threshold")),
+                IntegerField(),
+            ),
+        ).filter(floor__gte=F("threshold"))
+
+    def refresh_state_over_threshold(self) -> int:
+        """Store `state_over_threshold` anew for these tickets (after their class's budget or threshold
+        changed); how many changed."""
+        over = self.state_fills_threshold().values("pk")
+        cleared = (
+            self.filter(state_over_threshold=True).exclude(pk__in=over).update(state_over_threshold=False)
+        )
+        return cleared + self.filter(pk__in=over, state_over_threshold=False).update(
+            state_over_threshold=True
+        )
+
 
 class Ticket(models.Model):
     ticket_id = models.CharField(max_length=64, unique=True)
@@ -153,6 +176,9 @@ class Ticket(models.Model):
     open_intent_since = models.DateTimeField(null=True, blank=True)
     # open_intent_since + the class's intent timeout: a ticket is flagged once this has passed.
     intent_stale_at = models.DateTimeField(null=True, blank=True)
+    # The system prompt and the pinned state alone reach the class's threshold (tickets.tokens.compaction_floor):
+    # kept by the state services and the class service, so the queue filters on it with a partial index.
+    state_over_threshold = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -170,6 +196,7 @@ class Ticket(models.Model):
             # The queue's sorts, most tokens and most turns, with the primary key as their tiebreaker:
             # a keyset page seeks to its cursor in one of these and reads only its own rows.
             models.Index(fields=["-context_tokens", "-id"], name="ticket_tokens_id_desc"),
+            models.Index(fields=["-id"], name="ticket_state_full", condition=Q(state_over_threshold=True)),
             models.Index(fields=["-turn_count", "-id"], name="ticket_turns_id_desc"),
         ]
 

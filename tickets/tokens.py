@@ -23,6 +23,12 @@ MESSAGE_OVERHEAD_TOKENS = 4
 REPLY_PRIMING_TOKENS = 3
 
 
+def compaction_floor(*, system_prompt_tokens: int, state_tokens: int) -> int:
+    """The tokens of the request that no compaction replaces: the system prompt, the pinned state, the reply
+    priming. At or over the threshold, compacting turns cannot bring the request under it."""
+    return system_prompt_tokens + state_tokens + REPLY_PRIMING_TOKENS
+
+
 class UnknownEncoding(ValueError):
     pass
 

@@ -8,7 +8,6 @@ from django.db.models import QuerySet
 
 from compaction.context import AssembledContext
 from compaction.models import CompactionEvent
-from compaction.policy import compaction_floor
 from compaction.selectors import (
     CONTEXT_TICKET,
     CompactionTotals,
@@ -23,6 +22,7 @@ from desk.history import ticket_history as _ticket_history
 from tickets.compiled_reads import CompiledRead
 from tickets.errors import TicketNotFound
 from tickets.models import PinnedState, Ticket, TicketClass
+from tickets.tokens import compaction_floor
 
 
 def _check_ticket_id(ticket_id: str) -> None:

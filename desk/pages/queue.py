@@ -26,12 +26,11 @@ from django.db.models import (
     Value,
 )
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, TupleLessThan
-from django.db.models.functions import Coalesce, Floor, Now
+from django.db.models.functions import Coalesce, Now
 
 from compaction.models import CompactionEvent, CompactionStatus
 from tickets.models import RefusedAttempt, Ticket, TicketClass
 from tickets.state import StateItems
-from tickets.tokens import REPLY_PRIMING_TOKENS
 
 QUEUE_PAGE_SIZE = 50
 # Up to this many matching tickets the queue counts them; past it, it says "about N" or "N+".
@@ -151,9 +150,6 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
     )
     tickets = (
         Ticket.objects.select_related("ticket_class", "pinned_state")
-        .alias(
-            state_floor=F("system_prompt_tokens") + F("pinned_state__tokens") + Value(REPLY_PRIMING_TOKENS)
-        )
         .only(
             "ticket_id",
             "order_id",
@@ -168,6 +164,8 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
             "pinned_state__data",
             "pinned_state__version",
             "intent_stale_at",
+            # Stored, as the filter below reads it (with its partial index): Ticket.state_fills_threshold().
+            "state_over_threshold",
         )
         .annotate(
             compaction_count=Coalesce(Subquery(replaced_count, output_field=IntegerField()), Value(0)),
@@ -180,16 +178,6 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
             ),
             has_refused=Exists(RefusedAttempt.objects.filter(ticket=OuterRef("pk"))),
             has_stale_intent=ExpressionWrapper(Q(intent_stale_at__lte=Now()), output_field=BooleanField()),
-            # compaction.policy.compaction_floor at or over the class's threshold, in SQL: compacting turns
-            # cannot bring such a ticket under its threshold.
-            state_over_threshold=ExpressionWrapper(
-                Q(
-                    state_floor__gte=Floor(
-                        F("ticket_class__token_budget") * F("ticket_class__compaction_threshold")
-                    )
-                ),
-                output_field=BooleanField(),
-            ),
             # The newest event is a deferral: compaction is due and waits for the next boundary.
             pending_deferral=Exists(
                 _events(status=CompactionStatus.DEFERRED).filter(

@@ -68,6 +68,9 @@ def save_ticket_class(*, ticket_class: TicketClass, by: User | None) -> TicketCl
             intent_stale_at=F("open_intent_since") + ticket_class.intent_timeout
         )
     after = _class_settings(TicketClass.objects.get(pk=ticket_class.pk))  # as stored: 2 -> "2.0000"
+    if before and any(before[k] != after[k] for k in ("token_budget", "compaction_threshold")):
+        # A new threshold decides which tickets' state alone fills it (one pass over the class's tickets).
+        ticket_class.tickets.all().refresh_state_over_threshold()
     if before != after:
         TicketClassChange.objects.create(ticket_class=ticket_class, actor=by, before=before, after=after)
     return ticket_class

@@ -16,7 +16,7 @@ from tickets.models import (
 )
 from tickets.services.actors import SYSTEM, Actor
 from tickets.state import StateItems, agent_state, items_to_data
-from tickets.tokens import REPLY_PRIMING_TOKENS, count_message, state_tokens
+from tickets.tokens import REPLY_PRIMING_TOKENS, compaction_floor, count_message, state_tokens
 
 
 @transaction.atomic
@@ -52,6 +52,10 @@ def open_ticket(
                 system_prompt_tokens=prompt_tokens,
                 # No turns and no summary yet: the request is the system prompt and the state.
                 context_tokens=prompt_tokens + opened_tokens + REPLY_PRIMING_TOKENS,
+                state_over_threshold=compaction_floor(
+                    system_prompt_tokens=prompt_tokens, state_tokens=opened_tokens
+                )
+                >= ticket_class.threshold_tokens,
             )
     except IntegrityError:
         raise TicketAlreadyExists(f"ticket {ticket_id} already exists", ticket_id=ticket_id) from None

@@ -24,7 +24,7 @@ from tickets.state import (
     items_to_data,
     state_document,
 )
-from tickets.tokens import state_frame_tokens, state_item_tokens
+from tickets.tokens import compaction_floor, state_frame_tokens, state_item_tokens
 
 # The operations an agent may send to POST .../state/ (actions have their own endpoint).
 AGENT_STATE_OPS = (
@@ -153,6 +153,10 @@ def change_pinned_state[T](
     fields: dict[str, Any] = {}
     if delta:
         fields["context_tokens"] = F("context_tokens") + delta
+        floor = compaction_floor(system_prompt_tokens=owner.system_prompt_tokens, state_tokens=pinned.tokens)
+        full = floor >= owner.ticket_class.threshold_tokens
+        if full != owner.state_over_threshold:
+            fields["state_over_threshold"] = full
     open_since = items.open_intent_since()
     if open_since != owner.open_intent_since:
         stale_at = open_since + owner.ticket_class.intent_timeout if open_since else None
@@ -163,10 +167,12 @@ def change_pinned_state[T](
     owner.context_tokens += delta
     owner.open_intent_since = open_since
     owner.intent_stale_at = fields.get("intent_stale_at", owner.intent_stale_at)
+    owner.state_over_threshold = fields.get("state_over_threshold", owner.state_over_threshold)
     if ticket is not owner:
         ticket.context_tokens = owner.context_tokens
         ticket.open_intent_since = owner.open_intent_since
         ticket.intent_stale_at = owner.intent_stale_at
+        ticket.state_over_threshold = owner.state_over_threshold
     return result, pinned
 
 
