@@ -622,7 +622,8 @@ def _fill_queue(total: int, log: Log) -> None:
 def _queue_growth(
     client: HTTPClient, page: dict[str, str], options: Options, log: Log
 ) -> tuple[dict[str, float | None], dict[str, Any]]:
-    """The queue's first page, page 20 and its last page at 1,000 tickets, then again at `queue_tickets`.
+    """The queue's first page, page 20, its last page and two filtered first pages at 1,000 tickets, then again
+    at `queue_tickets`.
 
     The pages are keyset pages: page 20 is reached by following the "Older" link 19 times from the
     first page, the last page by the "Last" link, as a supervisor would.
@@ -655,6 +656,9 @@ def _queue_growth(
                 f"queue_{total}_first": lambda n: ("GET", "/", page, b""),
                 f"queue_{total}_page_20": lambda n, path=page_20: ("GET", path, page, b""),  # type: ignore[misc]
                 f"queue_{total}_last": lambda n: ("GET", "/?last=1", page, b""),
+                # Filtered: a flag one ticket in a hundred has, and one no ticket has (the page cannot stop early).
+                f"queue_{total}_unreviewed": lambda n: ("GET", "/?flags=needs_review", page, b""),
+                f"queue_{total}_state_full": lambda n: ("GET", "/?flags=state_over_threshold", page, b""),
             },
             options.growth_samples,
         )
@@ -664,6 +668,12 @@ def _queue_growth(
         "first": figures.growth_ratio(timings["queue_1000_first"], timings[f"queue_{big}_first"]),
         "page_20": figures.growth_ratio(timings["queue_1000_page_20"], timings[f"queue_{big}_page_20"]),
         "last": figures.growth_ratio(timings["queue_1000_last"], timings[f"queue_{big}_last"]),
+        "unreviewed": figures.growth_ratio(
+            timings["queue_1000_unreviewed"], timings[f"queue_{big}_unreviewed"]
+        ),
+        "state_full": figures.growth_ratio(
+            timings["queue_1000_state_full"], timings[f"queue_{big}_state_full"]
+        ),
     }
     worst = max((r for r in ratios.values() if r is not None), default=None)
     detail: dict[str, Any] = {f"{name}_ms": _ms(values) for name, values in timings.items()}
