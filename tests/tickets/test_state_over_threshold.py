@@ -34,7 +34,7 @@ def computed(ticket: Ticket) -> bool:
 
 def fill_state(ticket: Ticket) -> list[str]:
     """Open questions until the state alone reaches the class's threshold; their ids."""
-    ids = []
+    ids: list[str] = []
     while not computed(ticket):
         state = change_state(
             ticket=ticket, op="question_opened", text=f"Did the courier scan parcel {len(ids)} at the depot?"
