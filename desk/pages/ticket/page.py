@@ -16,6 +16,7 @@ from django.http import Http404
 from compaction.models import CompactionStatus
 from compaction.selectors import CompactionTotals, totals_of
 from desk.pages.labels import PinnedMark, pinned_marks_by_turn
+from desk.pages.ticket.live import Marks
 from desk.pages.ticket.sampler import sampled_series_rows
 from desk.pages.ticket.series import (
     CHART_MAX_POINTS,
@@ -187,6 +188,15 @@ class TicketPage:
     def compaction_totals(self) -> CompactionTotals:
         """What compaction did and cost on this ticket, from the events already loaded."""
         return totals_of(self.compactions)
+
+    @property
+    def live_marks(self) -> Marks:
+        """How far this page has seen, for its live poll (`ticket_live`)."""
+        return Marks(
+            turn=self.ticket.turn_count,
+            compaction=max((e.number for e in self.compactions), default=0),
+            refused=max((r.pk for r, _at in self.refused), default=0),
+        )
 
     @property
     def threshold_now(self) -> int:
