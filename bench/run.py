@@ -36,8 +36,9 @@ from bench import figures
 from bench.load import Client as HTTPClient
 from bench.load import Plan, have_wrk, run_load
 from compaction.context import summary_message
-from compaction.models import CompactionEvent, CompactionStatus
+from compaction.models import CompactionEvent
 from compaction.selectors import context_figures
+from core.vocabulary import CompactionStatus
 from desk.demo import reference_ticket_path
 from desk.importer import ImportTicket, import_ticket
 from tickets.accounts import ROLES, create_agent, create_person

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from compaction.models import CompactionEvent, CompactionReview, CompactionStatus, ReviewVerdict
+from compaction.models import CompactionEvent, CompactionReview, ReviewVerdict
+from core.vocabulary import CompactionStatus
 from tickets.errors import InvalidInput
 
 if TYPE_CHECKING:

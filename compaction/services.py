@@ -27,11 +27,12 @@ from pydantic import ValidationError
 
 from compaction.context import summary_message
 from compaction.coverage import check_coverage
-from compaction.models import CompactionEvent, CompactionStatus, ContextSnapshot
+from compaction.models import CompactionEvent, ContextSnapshot
 from compaction.policy import TurnInfo, at_boundary, complete_prefix, is_due, plan_cut
 from compaction.selectors import active_compaction, assemble_context, pending_compaction
 from compaction.summarizers import SummarizerError, SummaryRequest, get_summarizer
 from compaction.summary import Summary
+from core.vocabulary import CompactionStatus, TurnOutcome
 from tickets.errors import describe_validation_error
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
 from tickets.services.context_size import set_context_tokens
@@ -55,11 +56,10 @@ STALE_RUN = timedelta(minutes=5)
 class PolicyOutcome:
     """What the policy did with a turn: the status the turn answer reports, and the event behind it.
 
-    Statuses: not_due, deferred, queued (a worker will run it), applied, forced, failed, over_budget,
-    superseded.
+    Statuses: `TurnOutcome` (queued: a worker will run it).
     """
 
-    status: str
+    status: TurnOutcome
     event: CompactionEvent | None = None
     reason: str = ""
     # The system prompt and pinned state alone reach the threshold: compacting turns cannot help.
@@ -217,11 +217,11 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
     current = ticket.context_tokens
     ticket_class = ticket.ticket_class
     if not is_due(current, ticket_class.threshold_tokens):
-        return Decision(PolicyOutcome(status="not_due"))
+        return Decision(PolicyOutcome(status=TurnOutcome.NOT_DUE))
     over_budget = current > ticket_class.token_budget
     futile = _state_over_threshold(ticket, over_budget=over_budget)
     if futile:
-        return Decision(PolicyOutcome(status="not_due", reason=futile, state_over_threshold=True))
+        return Decision(PolicyOutcome(status=TurnOutcome.NOT_DUE, reason=futile, state_over_threshold=True))
     queued = CompactionEvent.objects.filter(ticket=ticket, status=CompactionStatus.PENDING).first()
     running = None if queued else pending_compaction(ticket)
     window = _window(ticket, _first_active_turn(ticket))
@@ -233,19 +233,23 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
             queued.upto_turn = turn.number
             queued.save(update_fields=["upto_turn"])
         # Past the budget, the hard ceiling holds whatever the backend: run it now rather than wait for the worker.
-        return Decision(PolicyOutcome(status="queued", event=queued), claimed=queued, run_now=over_budget)
+        return Decision(
+            PolicyOutcome(status=TurnOutcome.QUEUED, event=queued), claimed=queued, run_now=over_budget
+        )
     if running is not None and not over_budget:
         # A run is under way; it will bring the request down. Boundaries after it claim anew once it is done.
-        return Decision(PolicyOutcome(status="queued", event=running))
+        return Decision(PolicyOutcome(status=TurnOutcome.QUEUED, event=running))
 
     if boundary:
         wait = "" if over_budget else _backing_off(ticket, turn)
         if wait:
-            return Decision(PolicyOutcome(status="deferred", reason=wait))
+            return Decision(PolicyOutcome(status=TurnOutcome.DEFERRED, reason=wait))
         claimed = _claim(ticket=ticket, turn=turn, total=current)
         if claimed is None:
-            return Decision(PolicyOutcome(status="not_due"))
-        return Decision(PolicyOutcome(status="queued", event=claimed), claimed=claimed, run_now=over_budget)
+            return Decision(PolicyOutcome(status=TurnOutcome.NOT_DUE))
+        return Decision(
+            PolicyOutcome(status=TurnOutcome.QUEUED, event=claimed), claimed=claimed, run_now=over_budget
+        )
 
     if over_budget:
         if complete_prefix(window) == 0:
@@ -256,12 +260,14 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
             event = _record_once(
                 ticket=ticket, turn=turn, status=CompactionStatus.OVER_BUDGET, total=current, reason=reason
             )
-            return Decision(PolicyOutcome(status="over_budget", event=event, reason=reason))
+            return Decision(PolicyOutcome(status=TurnOutcome.OVER_BUDGET, event=event, reason=reason))
         reason = f"hard ceiling: {current} tokens exceed the {ticket_class.token_budget}-token budget before a boundary"
         claimed = _claim(ticket=ticket, turn=turn, total=current, reason=reason)
         if claimed is None:
-            return Decision(PolicyOutcome(status="not_due"))
-        return Decision(PolicyOutcome(status="queued", event=claimed), claimed=claimed, run_now=True)
+            return Decision(PolicyOutcome(status=TurnOutcome.NOT_DUE))
+        return Decision(
+            PolicyOutcome(status=TurnOutcome.QUEUED, event=claimed), claimed=claimed, run_now=True
+        )
 
     event = _record_once(
         ticket=ticket,
@@ -270,7 +276,7 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
         total=current,
         reason="due mid-decision: a tool exchange is unfinished or the turn completes no step",
     )
-    return Decision(PolicyOutcome(status="deferred", event=event))
+    return Decision(PolicyOutcome(status=TurnOutcome.DEFERRED, event=event))
 
 
 def summarizer_cost(ticket_class: TicketClass, input_tokens: int, output_tokens: int) -> Decimal:

@@ -22,15 +22,16 @@ from django.db.models import Sum
 from django.test.utils import override_settings
 
 from compaction.context import summary_message
-from compaction.models import CompactionEvent, CompactionStatus
+from compaction.models import CompactionEvent
 from compaction.policy import TurnInfo, complete_prefix
 from compaction.selectors import assemble_context
+from core.vocabulary import CompactionStatus, SummarizerBackend
 from desk.importer import ImportClass, ImportFileError, ImportTicket, import_ticket
 from evals.baseline import baseline_messages, baseline_summary, rolling_summary
 from evals.facts import CATEGORIES, FactCheck, check_baseline, check_facts, expected_facts
 from evals.tau import is_adapted, source_of
 from tickets.errors import DeskError, RepeatRefused
-from tickets.models import PinnedState, SummarizerBackend, Ticket, TicketClass, Turn
+from tickets.models import PinnedState, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
 from tickets.tokens import REPLY_PRIMING_TOKENS, count_message, state_message, turn_text
 

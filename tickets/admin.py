@@ -7,10 +7,10 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from core.vocabulary import ActorKind
 from tickets.accounts import revoke_agent_tokens
 from tickets.identity import CatalogError, ToolCatalog
 from tickets.models import (
-    ActorKind,
     AgentToken,
     IdempotencyRecord,
     PinnedState,

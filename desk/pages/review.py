@@ -10,7 +10,8 @@ from django.db.models import Case, Value, When
 from django.http import Http404
 
 from compaction.coverage import action_covered, text_covered
-from compaction.models import CompactionEvent, CompactionReview, CompactionStatus, ContextSnapshot
+from compaction.models import CompactionEvent, CompactionReview, ContextSnapshot
+from core.vocabulary import CompactionStatus
 from desk.pages.labels import CATEGORIES, PinnedMark, item_label, pinned_marks_by_turn
 from tickets.models import Ticket
 

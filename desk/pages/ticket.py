@@ -18,8 +18,9 @@ from django.db import connection
 from django.db.models import OuterRef, Q, Subquery
 from django.http import Http404
 
-from compaction.models import CompactionEvent, CompactionStatus, tokens_saved
+from compaction.models import CompactionEvent, tokens_saved
 from compaction.selectors import CompactionTotals, totals_of
+from core.vocabulary import CompactionStatus
 from desk.pages.diff import DiffLine, change_diff
 from desk.pages.labels import PinnedMark, pinned_marks_by_turn
 from tickets.models import (

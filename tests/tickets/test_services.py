@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.vocabulary import ActorKind, StateOp
 from desk.turns import receive_turn
 from tests.factories import chat
 from tickets.errors import (
@@ -11,7 +12,7 @@ from tickets.errors import (
     StaleVersion,
     TicketAlreadyExists,
 )
-from tickets.models import ActorKind, PinnedState, StateChange, StateOp, Ticket, TicketClass, Turn
+from tickets.models import PinnedState, StateChange, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.lifecycle import open_ticket

@@ -173,7 +173,7 @@ def test_two_changes_through_one_locked_state_each_audit_their_own_item(ticket: 
     what it did."""
     from django.db import transaction
 
-    from tickets.models import StateOp
+    from core.vocabulary import StateOp
     from tickets.services.actors import SYSTEM
     from tickets.services.state_changes import change_pinned_state, lock_pinned_state
 

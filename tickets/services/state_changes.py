@@ -10,9 +10,10 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
 from tickets import json_edits
 from tickets.errors import InvalidInput, StaleVersion
-from tickets.models import PinnedState, StateChange, StateOp, Ticket
+from tickets.models import PinnedState, StateChange, Ticket
 from tickets.services.actors import SYSTEM, Actor
 from tickets.state import (
     ITEM_LISTS,
@@ -25,25 +26,6 @@ from tickets.state import (
     state_document,
 )
 from tickets.tokens import compaction_floor, state_frame_tokens, state_item_tokens
-
-# The operations an agent may send to POST .../state/ (actions have their own endpoint).
-AGENT_STATE_OPS = (
-    StateOp.CONSTRAINT_STATED,
-    StateOp.QUESTION_OPENED,
-    StateOp.QUESTION_RESOLVED,
-    StateOp.DECISION_MADE,
-)
-# What a supervisor may do: everything an agent may, plus add a missed action, mark one reversed,
-# and edit a constraint's wording. Nothing is ever removed but a resolved question.
-CORRECTION_OPS = (
-    StateOp.ACTION_ADDED,
-    StateOp.ACTION_REVERSED,
-    StateOp.CONSTRAINT_STATED,
-    StateOp.CONSTRAINT_EDITED,
-    StateOp.QUESTION_OPENED,
-    StateOp.QUESTION_RESOLVED,
-    StateOp.DECISION_MADE,
-)
 
 
 def lock_pinned_state(ticket: Ticket) -> PinnedState:
