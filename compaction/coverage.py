@@ -31,8 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tickets.identity import SEPARATOR as IDENTITY_SEPARATOR
-from tickets.identity import normalize_name as identity_name
+from core.identity import SEPARATOR as IDENTITY_SEPARATOR
+from core.identity import normalize_name as identity_name
 
 # --- names -------------------------------------------------------------------------------------------
 

@@ -25,18 +25,18 @@ from django.db.models import Max, Q, Sum
 from django.utils import timezone
 from pydantic import ValidationError
 
-from compaction.context import summary_message
 from compaction.coverage import check_coverage
 from compaction.models import CompactionEvent, ContextSnapshot
-from compaction.policy import TurnInfo, at_boundary, complete_prefix, is_due, plan_cut
 from compaction.selectors import active_compaction, assemble_context, pending_compaction
 from compaction.summarizers import SummarizerError, SummaryRequest, get_summarizer
-from compaction.summary import Summary
+from core.context import summary_message
+from core.policy import TurnInfo, at_boundary, complete_prefix, is_due, plan_cut
+from core.summary import Summary
+from core.tokens import REPLY_PRIMING_TOKENS, compaction_floor, count_message
 from core.vocabulary import CompactionStatus, TurnOutcome
 from tickets.errors import describe_validation_error
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
 from tickets.services.context_size import set_context_tokens
-from tickets.tokens import REPLY_PRIMING_TOKENS, compaction_floor, count_message
 
 logger = logging.getLogger(__name__)
 

@@ -12,15 +12,15 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from compaction.summary import (
+from core.summary import (
     SUMMARIZER_INSTRUCTIONS,
     SUMMARY_FIELDS,
     SUMMARY_JSON_SCHEMA,
     Summary,
     summary_user_prompt,
 )
+from core.tokens import count_message
 from core.vocabulary import TurnRole
-from tickets.tokens import count_message
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from typing import Any
 from django.db.models import CharField, F, QuerySet, Value
 
 from compaction.models import CompactionEvent
+from core.state import agent_item
 from core.vocabulary import ActorKind, StateOp, values
 from tickets.models import PinnedState, RefusedAttempt, StateChange, Ticket, TicketStatusChange, Turn
-from tickets.state import agent_item
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200

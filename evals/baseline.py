@@ -17,9 +17,9 @@ import json
 import re
 from typing import Any
 
-from compaction.context import SUMMARY_PREFIX, summary_message
+from core.context import SUMMARY_PREFIX, summary_message
+from core.tokens import STATE_PREFIX
 from core.vocabulary import TurnRole
-from tickets.tokens import STATE_PREFIX
 
 SENTENCE = re.compile(r"(.+?[.!?])(\s|$)", re.S)
 RESULT_CHARS = 120

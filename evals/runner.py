@@ -21,10 +21,11 @@ from django.db import transaction
 from django.db.models import Sum
 from django.test.utils import override_settings
 
-from compaction.context import summary_message
 from compaction.models import CompactionEvent
-from compaction.policy import TurnInfo, complete_prefix
 from compaction.selectors import assemble_context
+from core.context import summary_message
+from core.policy import TurnInfo, complete_prefix
+from core.tokens import REPLY_PRIMING_TOKENS, count_message, state_message, turn_text
 from core.vocabulary import CompactionStatus, SummarizerBackend
 from desk.importer import ImportClass, ImportFileError, ImportTicket, import_ticket
 from evals.baseline import baseline_messages, baseline_summary, rolling_summary
@@ -33,7 +34,6 @@ from evals.tau import is_adapted, source_of
 from tickets.errors import DeskError, RepeatRefused
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
-from tickets.tokens import REPLY_PRIMING_TOKENS, count_message, state_message, turn_text
 
 IMMEDIATE_TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
 DEFAULT_MODELS = {"extractive": "extractive-v1", "openai": "gpt-4.1-mini"}

@@ -11,10 +11,10 @@ from django.db.models import Exists, F, IntegerField, OuterRef, Q, Value
 from django.db.models.functions import Cast, Floor, Now
 from django.urls import reverse
 
+from core.identity import ToolCatalog, default_irreversible_tools, default_money_tools
+from core.state import ItemChange, StateItems, agent_state
+from core.tokens import REPLY_PRIMING_TOKENS
 from core.vocabulary import ActorKind, StateOp, SummarizerBackend, TurnRole, choices
-from tickets.identity import ToolCatalog, default_irreversible_tools, default_money_tools
-from tickets.state import ItemChange, StateItems, agent_state
-from tickets.tokens import REPLY_PRIMING_TOKENS
 
 
 class TicketClass(models.Model):

@@ -29,9 +29,9 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, Tuple
 from django.db.models.functions import Coalesce, Now
 
 from compaction.models import CompactionEvent
+from core.state import StateItems
 from core.vocabulary import CompactionStatus
 from tickets.models import RefusedAttempt, Ticket, TicketClass
-from tickets.state import StateItems
 
 QUEUE_PAGE_SIZE = 50
 # Up to this many matching tickets the queue counts them; past it, it says "about N" or "N+".

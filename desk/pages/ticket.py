@@ -20,6 +20,7 @@ from django.http import Http404
 
 from compaction.models import CompactionEvent, tokens_saved
 from compaction.selectors import CompactionTotals, totals_of
+from core.tokens import REPLY_PRIMING_TOKENS
 from core.vocabulary import CompactionStatus
 from desk.pages.diff import DiffLine, change_diff
 from desk.pages.labels import PinnedMark, pinned_marks_by_turn
@@ -32,7 +33,6 @@ from tickets.models import (
     TicketStatusChange,
     Turn,
 )
-from tickets.tokens import REPLY_PRIMING_TOKENS
 
 # How much of a long ticket one page shows. The counts are the page's, not the database's: every read
 # below is bounded by them (keyset on the turn number, the state version or the status change), so the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from compaction.summarizers import ScriptedSummarizer, SummarizerError, SummaryRequest, get_summarizer
-from compaction.summary import Summary
+from core.summary import Summary
 from core.vocabulary import CompactionStatus
 from tests.browser.desk_data import import_seed_t40118
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.tokens import count_turn
 from core.vocabulary import ActorKind, StateOp
 from desk.turns import receive_turn
 from tests.factories import chat
@@ -17,7 +18,6 @@ from tickets.services.actions import record_action
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.lifecycle import open_ticket
 from tickets.services.state_changes import change_state, correct_state
-from tickets.tokens import count_turn
 
 pytestmark = pytest.mark.django_db
 

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from compaction.selectors import state_as_of_turn
+from core.state import StateItems, agent_state, model_state, replay_changes
+from core.tokens import count_message, state_message, state_tokens
 from tests.factories import chat
 from tickets.accounts import create_person
 from tickets.models import PinnedState, StateChange, Ticket
 from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
 from tickets.services.state_changes import change_state, correct_state
-from tickets.state import StateItems, agent_state, model_state, replay_changes
-from tickets.tokens import count_message, state_message, state_tokens
 
 pytestmark = pytest.mark.django_db
 

@@ -9,12 +9,12 @@ import importlib
 import pytest
 from django.apps import apps
 
+from core.tokens import compaction_floor
 from tickets.models import PinnedState, Ticket, TicketClass
 from tickets.services.actions import record_action
 from tickets.services.classes import save_ticket_class
 from tickets.services.lifecycle import open_ticket
 from tickets.services.state_changes import change_state
-from tickets.tokens import compaction_floor
 
 pytestmark = pytest.mark.django_db
 

@@ -15,6 +15,7 @@ from django.db.models import JSONField, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from core.state import ActionItem, StateItems
 from core.vocabulary import ActionStatus, StateOp
 from tickets.compiled_reads import CompiledRead
 from tickets.errors import (
@@ -29,7 +30,6 @@ from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, Ticke
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import hold_key
 from tickets.services.state_changes import change_pinned_state, check_turn
-from tickets.state import ActionItem, StateItems
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from core.state import StateItems, agent_state, items_to_data
+from core.tokens import REPLY_PRIMING_TOKENS, compaction_floor, count_message, state_tokens
 from core.vocabulary import StateOp
 from tickets.errors import InvalidInput, TicketAlreadyExists
 from tickets.models import PinnedState, StateChange, Ticket, TicketClass, TicketStatus, TicketStatusChange
 from tickets.services.actors import SYSTEM, Actor
-from tickets.state import StateItems, agent_state, items_to_data
-from tickets.tokens import REPLY_PRIMING_TOKENS, compaction_floor, count_message, state_tokens
 
 
 @transaction.atomic

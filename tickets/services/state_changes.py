@@ -10,12 +10,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
-from tickets import json_edits
-from tickets.errors import InvalidInput, StaleVersion
-from tickets.models import PinnedState, StateChange, Ticket
-from tickets.services.actors import SYSTEM, Actor
-from tickets.state import (
+from core.state import (
     ITEM_LISTS,
     ActionItem,
     ItemChange,
@@ -25,7 +20,12 @@ from tickets.state import (
     items_to_data,
     state_document,
 )
-from tickets.tokens import compaction_floor, state_frame_tokens, state_item_tokens
+from core.tokens import compaction_floor, state_frame_tokens, state_item_tokens
+from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
+from tickets import json_edits
+from tickets.errors import InvalidInput, StaleVersion
+from tickets.models import PinnedState, StateChange, Ticket
+from tickets.services.actors import SYSTEM, Actor
 
 
 def lock_pinned_state(ticket: Ticket) -> PinnedState:

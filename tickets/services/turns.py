@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.tokens import count_turn
 from core.vocabulary import THREAD_ROLES, TurnRole
 from tickets.compiled_reads import CompiledRead
 from tickets.errors import IdempotencyKeyReused, InvalidInput
@@ -13,7 +14,6 @@ from tickets.fingerprints import request_fingerprint
 from tickets.models import Ticket, Turn
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import hold_key
-from tickets.tokens import count_turn
 
 
 @dataclass(frozen=True)

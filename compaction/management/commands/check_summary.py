@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from compaction.coverage import check_coverage
-from compaction.summary import Summary
+from core.summary import Summary
 
 BAD_INPUT = 2
 SOMETHING_MISSING = 1

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from core.identity import normalize_name
 from core.vocabulary import TOOL_ROLES, TurnRole
-from tickets.identity import normalize_name
 
 
 @dataclass(frozen=True)

