@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 
 from compaction.models import CompactionEvent, CompactionReview, ReviewVerdict
+from core.errors import InvalidInput
 from core.vocabulary import CompactionStatus
-from tickets.errors import InvalidInput
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
+from core.errors import InvalidInput
 from core.identity import MONEY_EFFECTS, MoneyEffect, ToolCatalog, action_identity
 from core.vocabulary import ActionStatus, ActorKind
-from tickets.errors import InvalidInput
 
 # Kept in the stored data, left out of what the agent reads (it costs tokens and tells the model nothing).
 STORED_ONLY_ACTION_FIELDS = {"intended_at"}

@@ -14,10 +14,11 @@ from typing import Annotated, Any, Literal
 from django.db import transaction
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from core.errors import DeskError
 from core.identity import CatalogError, ToolCatalog, default_irreversible_tools, default_money_tools
 from core.vocabulary import IMPORT_EVENT_OPS, THREAD_ROLES, StateOp, SummarizerBackend, TurnOutcome, TurnRole
 from desk.turns import receive_turn
-from tickets.errors import DeskError, RepeatRefused, describe_validation_error
+from tickets.errors import RepeatRefused, describe_validation_error
 from tickets.models import TicketClass, Turn
 from tickets.services.actions import record_action
 from tickets.services.actors import SYSTEM, Actor

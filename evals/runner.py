@@ -24,6 +24,7 @@ from django.test.utils import override_settings
 from compaction.models import CompactionEvent
 from compaction.selectors import assemble_context
 from core.context import summary_message
+from core.errors import DeskError
 from core.policy import TurnInfo, complete_prefix
 from core.tokens import REPLY_PRIMING_TOKENS, count_message, state_message, turn_text
 from core.vocabulary import CompactionStatus, SummarizerBackend
@@ -31,7 +32,7 @@ from desk.importer import ImportClass, ImportFileError, ImportTicket, import_tic
 from evals.baseline import baseline_messages, baseline_summary, rolling_summary
 from evals.facts import CATEGORIES, FactCheck, check_baseline, check_facts, expected_facts
 from evals.tau import is_adapted, source_of
-from tickets.errors import DeskError, RepeatRefused
+from tickets.errors import RepeatRefused
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
 

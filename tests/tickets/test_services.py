@@ -2,17 +2,12 @@ from __future__ import annotations
 
 import pytest
 
+from core.errors import InvalidInput
 from core.tokens import count_turn
 from core.vocabulary import ActorKind, StateOp
 from desk.turns import receive_turn
 from tests.factories import chat
-from tickets.errors import (
-    IdempotencyKeyReused,
-    InvalidInput,
-    RepeatRefused,
-    StaleVersion,
-    TicketAlreadyExists,
-)
+from tickets.errors import IdempotencyKeyReused, RepeatRefused, StaleVersion, TicketAlreadyExists
 from tickets.models import PinnedState, StateChange, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
 from tickets.services.actors import SYSTEM, Actor

@@ -15,16 +15,11 @@ from django.db.models import JSONField, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from core.errors import InvalidInput
 from core.state import ActionItem, StateItems
 from core.vocabulary import ActionStatus, StateOp
 from tickets.compiled_reads import CompiledRead
-from tickets.errors import (
-    ActionAlreadySettled,
-    ActionNotFound,
-    IdempotencyKeyReused,
-    InvalidInput,
-    RepeatRefused,
-)
+from tickets.errors import ActionAlreadySettled, ActionNotFound, IdempotencyKeyReused, RepeatRefused
 from tickets.fingerprints import request_fingerprint
 from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, Ticket
 from tickets.services.actors import SYSTEM, Actor

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.db.models import F
 
+from core.errors import InvalidInput
 from core.identity import CatalogError
 from core.tokens import UnknownEncoding, get_encoding
-from tickets.errors import InvalidInput
 from tickets.models import TicketClass, TicketClassChange
 
 if TYPE_CHECKING:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from core.errors import InvalidInput
 from core.state import StateItems, agent_state, items_to_data
 from core.tokens import REPLY_PRIMING_TOKENS, compaction_floor, count_message, state_tokens
 from core.vocabulary import StateOp
-from tickets.errors import InvalidInput, TicketAlreadyExists
+from tickets.errors import TicketAlreadyExists
 from tickets.models import PinnedState, StateChange, Ticket, TicketClass, TicketStatus, TicketStatusChange
 from tickets.services.actors import SYSTEM, Actor
 

@@ -10,6 +10,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core.errors import InvalidInput
 from core.state import (
     ITEM_LISTS,
     ActionItem,
@@ -23,7 +24,7 @@ from core.state import (
 from core.tokens import compaction_floor, state_frame_tokens, state_item_tokens
 from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
 from tickets import json_edits
-from tickets.errors import InvalidInput, StaleVersion
+from tickets.errors import StaleVersion
 from tickets.models import PinnedState, StateChange, Ticket
 from tickets.services.actors import SYSTEM, Actor
 

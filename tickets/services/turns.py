@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import InvalidInput
 from core.tokens import count_turn
 from core.vocabulary import THREAD_ROLES, TurnRole
 from tickets.compiled_reads import CompiledRead
-from tickets.errors import IdempotencyKeyReused, InvalidInput
+from tickets.errors import IdempotencyKeyReused
 from tickets.fingerprints import request_fingerprint
 from tickets.models import Ticket, Turn
 from tickets.services.actors import SYSTEM, Actor
