@@ -90,7 +90,8 @@ class Command(BaseCommand):
         report = check_coverage(state.model_dump(mode="json"), summary.model_dump(mode="json"))
         out = {
             "covered": [
-                {"id": c["id"], "category": c["category"], "label": c["label"]} for c in report.covered
+                {"id": c["id"], "category": c["category"], "label": c["label"], "by": c["by"]}
+                for c in report.covered
             ],
             "missing": [
                 {"id": m["id"], "category": m["category"], "label": m["label"], "why": m["why"]}
