@@ -32,7 +32,7 @@ from compaction.summarizers import SummarizerError, SummaryRequest, get_summariz
 from core.context import summary_message
 from core.policy import TurnInfo, at_boundary, complete_prefix, is_due, plan_cut
 from core.summary import Summary
-from core.tokens import REPLY_PRIMING_TOKENS, compaction_floor, count_message
+from core.tokens import RequestSize, count_message
 from core.vocabulary import CompactionStatus, TurnOutcome
 from tickets.errors import describe_validation_error
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
@@ -197,7 +197,7 @@ def _state_over_threshold(ticket: Ticket, *, over_budget: bool) -> str:
     framing) already reach the threshold, and either the request is within the budget or they exceed that too."""
     ticket_class = ticket.ticket_class
     state_tokens = PinnedState.objects.filter(ticket=ticket).values_list("tokens", flat=True).first() or 0
-    floor = compaction_floor(system_prompt_tokens=ticket.system_prompt_tokens, state_tokens=state_tokens)
+    floor = RequestSize(system=ticket.system_prompt_tokens, state=state_tokens).floor
     if floor < ticket_class.threshold_tokens or (over_budget and floor < ticket_class.token_budget):
         return ""
     return (
@@ -375,9 +375,9 @@ def _run(event: CompactionEvent, deadline_seconds: float) -> CompactionEvent:
     later_tokens = sum(t.tokens for t in context.turns if t.number > upto)
     forced = not at_boundary(window)
     summary_estimate = max(SUMMARY_ESTIMATE_TOKENS, context.tokens.summary)
-    other = (
-        context.tokens.system + context.tokens.state + summary_estimate + REPLY_PRIMING_TOKENS + later_tokens
-    )
+    other = RequestSize(
+        system=context.tokens.system, state=context.tokens.state, summary=summary_estimate, turns=later_tokens
+    ).total
     plan = plan_cut(
         window,
         keep_recent_tokens=ticket_class.effective_keep_recent_tokens,
@@ -475,13 +475,12 @@ def _run(event: CompactionEvent, deadline_seconds: float) -> CompactionEvent:
             or 0
         )
         before = locked.context_tokens
-        after = (
-            locked.system_prompt_tokens
-            + locked.pinned_state.tokens
-            + event.summary_tokens
-            + kept_tokens
-            + REPLY_PRIMING_TOKENS
-        )
+        after = RequestSize(
+            system=locked.system_prompt_tokens,
+            state=locked.pinned_state.tokens,
+            summary=event.summary_tokens,
+            turns=kept_tokens,
+        ).total
         if after >= before:
             event.first_replaced_turn = event.last_replaced_turn = None
             return _finish(

@@ -7,6 +7,7 @@ stored numbers. The encoding is loaded once per process per name.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -24,10 +25,29 @@ MESSAGE_OVERHEAD_TOKENS = 4
 REPLY_PRIMING_TOKENS = 3
 
 
-def compaction_floor(*, system_prompt_tokens: int, state_tokens: int) -> int:
-    """The tokens of the request that no compaction replaces: the system prompt, the pinned state, the reply
-    priming. At or over the threshold, compacting turns cannot bring the request under it."""
-    return system_prompt_tokens + state_tokens + REPLY_PRIMING_TOKENS
+@dataclass(frozen=True)
+class RequestSize:
+    """The size of the assembled request, the one formula: system prompt + pinned state + summary + turns +
+    the reply priming. Every runtime sum of those parts is this; the queue's SQL twin
+    (`TicketQuerySet.state_fills_threshold`) is pinned equal to `fills_threshold` by a test."""
+
+    system: int
+    state: int
+    summary: int = 0
+    turns: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.system + self.state + self.summary + self.turns + REPLY_PRIMING_TOKENS
+
+    @property
+    def floor(self) -> int:
+        """What no compaction replaces: the system prompt, the pinned state, the reply priming."""
+        return self.system + self.state + REPLY_PRIMING_TOKENS
+
+    def fills_threshold(self, threshold_tokens: int) -> bool:
+        """At or over the threshold with no turn and no summary: compacting turns cannot bring it under."""
+        return self.floor >= threshold_tokens
 
 
 class UnknownEncoding(ValueError):

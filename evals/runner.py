@@ -26,7 +26,7 @@ from compaction.selectors import assemble_context
 from core.context import summary_message
 from core.errors import DeskError
 from core.policy import TurnInfo, complete_prefix
-from core.tokens import REPLY_PRIMING_TOKENS, count_message, state_message, turn_text
+from core.tokens import RequestSize, count_message, state_message, turn_text
 from core.vocabulary import CompactionStatus, SummarizerBackend
 from desk.importer import ImportClass, ImportFileError, ImportTicket, import_ticket
 from evals.baseline import baseline_messages, baseline_summary, rolling_summary
@@ -496,7 +496,9 @@ def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
     pinned = PinnedState.objects.select_related("ticket").get(ticket=ticket)
     state = pinned.agent_json()
     all_turns = Turn.objects.filter(ticket=ticket).aggregate(total=Sum("tokens"))["total"] or 0
-    result.tokens_uncompacted = ticket.system_prompt_tokens + pinned.tokens + all_turns + REPLY_PRIMING_TOKENS
+    result.tokens_uncompacted = RequestSize(
+        system=ticket.system_prompt_tokens, state=pinned.tokens, turns=all_turns
+    ).total
     context = assemble_context(ticket)
     result.tokens_context = context.tokens.total
     result.ended_over_budget = result.tokens_context > ticket_class.token_budget

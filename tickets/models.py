@@ -171,7 +171,7 @@ class Ticket(models.Model):
     open_intent_since = models.DateTimeField(null=True, blank=True)
     # open_intent_since + the class's intent timeout: a ticket is flagged once this has passed.
     intent_stale_at = models.DateTimeField(null=True, blank=True)
-    # The system prompt and the pinned state alone reach the class's threshold (tickets.tokens.compaction_floor):
+    # The system prompt and the pinned state alone reach the class's threshold (core.tokens.RequestSize.fills_threshold):
     # kept by the state services and the class service, so the queue filters on it with a partial index.
     state_over_threshold = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)

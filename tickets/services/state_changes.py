@@ -21,7 +21,7 @@ from core.state import (
     items_to_data,
     state_document,
 )
-from core.tokens import compaction_floor, state_frame_tokens, state_item_tokens
+from core.tokens import RequestSize, state_frame_tokens, state_item_tokens
 from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
 from tickets import json_edits
 from tickets.errors import StaleVersion
@@ -136,8 +136,9 @@ def change_pinned_state[T](
     fields: dict[str, Any] = {}
     if delta:
         fields["context_tokens"] = F("context_tokens") + delta
-        floor = compaction_floor(system_prompt_tokens=owner.system_prompt_tokens, state_tokens=pinned.tokens)
-        full = floor >= owner.ticket_class.threshold_tokens
+        full = RequestSize(system=owner.system_prompt_tokens, state=pinned.tokens).fills_threshold(
+            owner.ticket_class.threshold_tokens
+        )
         if full != owner.state_over_threshold:
             fields["state_over_threshold"] = full
     open_since = items.open_intent_since()
