@@ -278,15 +278,6 @@ def amounts_in(text: str) -> tuple[Amounts, str]:
     return Amounts(frozenset(stated), frozenset(bare)), prepared
 
 
-def amount_spellings(amount_cents: int) -> set[str]:
-    """How an amount may be written without a unit: 4000, 40, 40.00."""
-    dollars, cents = divmod(amount_cents, 100)
-    spellings = {str(amount_cents), f"{dollars}.{cents:02d}"}
-    if cents == 0:
-        spellings.add(str(dollars))
-    return spellings
-
-
 # --- clauses -----------------------------------------------------------------------------------------
 
 

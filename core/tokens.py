@@ -91,10 +91,6 @@ def count_message(content: str, encoding: str = DEFAULT_ENCODING) -> int:
     return count_text(content, encoding) + MESSAGE_OVERHEAD_TOKENS
 
 
-def count_json_message(value: Any, encoding: str = DEFAULT_ENCODING) -> int:
-    return count_message(compact_json(value), encoding)
-
-
 STATE_PREFIX = "Pinned ticket state (authoritative, maintained by code; never summarized):\n"
 
 

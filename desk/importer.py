@@ -25,8 +25,6 @@ from tickets.services.actors import SYSTEM, Actor
 from tickets.services.lifecycle import open_ticket
 from tickets.services.state_changes import change_state
 
-FORMAT = "sundry-ticket/1"
-
 
 def _import_event_op(op: StateOp) -> StateOp:
     if op not in IMPORT_EVENT_OPS:
