@@ -13,8 +13,8 @@ from typing import Any
 
 from django.http import Http404
 
-from compaction.models import CompactionStatus
 from compaction.selectors import CompactionTotals, totals_of
+from core.vocabulary import CompactionStatus
 from desk.pages.labels import PinnedMark, pinned_marks_by_turn
 from desk.pages.ticket.live import Marks
 from desk.pages.ticket.sampler import sampled_series_rows

@@ -10,9 +10,10 @@ from dataclasses import dataclass, fields
 from decimal import Decimal
 from itertools import accumulate
 
-from compaction.models import CompactionEvent, CompactionStatus, tokens_saved
+from compaction.models import CompactionEvent, tokens_saved
+from core.tokens import RequestSize
+from core.vocabulary import CompactionStatus
 from tickets.models import StateChange, Ticket
-from tickets.tokens import REPLY_PRIMING_TOKENS
 
 CHART_MAX_POINTS = 240  # points of the context chart; a longer ticket is sampled (see `sample_indices`)
 
@@ -150,7 +151,9 @@ def _replayed_sizes(
         first_active = (active.last_replaced_turn or 0) + 1 if active else 1
         turn_tokens = prefix[n] - prefix[first_active - 1] if first_active <= n else 0
         summary = active.summary_tokens if active else 0
-        sizes[n] = ticket.system_prompt_tokens + state_tokens + summary + turn_tokens + REPLY_PRIMING_TOKENS
+        sizes[n] = RequestSize(
+            system=ticket.system_prompt_tokens, state=state_tokens, summary=summary, turns=turn_tokens
+        ).total
     return sizes
 
 
