@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -76,7 +76,6 @@ class Ingested:
         }
 
 
-@transaction.atomic
 def ingest_ledger_entries(
     *, entries: Sequence[tuple[str, EntryIn]], source: str = LedgerSource.WEBHOOK, now: datetime | None = None
 ) -> Ingested:
@@ -84,8 +83,18 @@ def ingest_ledger_entries(
 
     Every entry is checked before one is written: its ticket or order must be one the desk has, and an id the
     desk already holds (or that the batch holds twice) must come with the same content, when it is a no-op
-    (idempotent on the id); otherwise LedgerRejected or LedgerEntryConflict, and nothing is written.
+    (idempotent on the id); otherwise LedgerRejected or LedgerEntryConflict, and nothing is written. When a
+    concurrent request stored one of the ids first (the same delivery retried at once), the check runs again
+    and finds it held.
     """
+    try:
+        return _ingest(entries=entries, source=source, now=now)
+    except IntegrityError:
+        return _ingest(entries=entries, source=source, now=now)
+
+
+@transaction.atomic
+def _ingest(*, entries: Sequence[tuple[str, EntryIn]], source: str, now: datetime | None) -> Ingested:
     if source not in LedgerSource.values:
         raise InvalidInput(f"unknown ledger source {source!r}", field="source")
     ticket_ids = {e.ticket_id for _, e in entries if e.ticket_id}
