@@ -14,18 +14,10 @@ from typing import Any
 from django.db.models import CharField, F, QuerySet, Value
 
 from compaction.models import CompactionEvent
+from core.state import agent_item
+from core.vocabulary import ActorKind, StateOp, values
 from ledger.models import LedgerResolution, Outcome, Reconciliation
-from tickets.models import (
-    ActorKind,
-    PinnedState,
-    RefusedAttempt,
-    StateChange,
-    StateOp,
-    Ticket,
-    TicketStatusChange,
-    Turn,
-)
-from tickets.state import agent_item
+from tickets.models import PinnedState, RefusedAttempt, StateChange, Ticket, TicketStatusChange, Turn
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -123,7 +115,7 @@ def _state_change(change: StateChange) -> dict[str, Any]:
         "subject_id": change.subject_id or None,
         "reason": change.reason,
     }
-    label = StateOp(change.op).label if change.op in StateOp.values else change.op
+    label = StateOp(change.op).label if change.op in values(StateOp) else change.op
     if change.op in ACTION_EVENTS:
         kind = "action"
         action = _changed_action(change)

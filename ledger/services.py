@@ -16,14 +16,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from core.errors import DeskError, InvalidInput
+from core.vocabulary import ActionStatus, ActorKind, StateOp
 from ledger.entries import EntryIn
 from ledger.matching import ActionFact, EntryFact, Found, reconcile
 from ledger.models import LedgerEntry, LedgerResolution, LedgerSource, Outcome, Reconciliation, Resolution
-from tickets.errors import DeskError, InvalidInput
-from tickets.models import ActorKind, PinnedState, StateChange, StateOp, Ticket
+from tickets.models import PinnedState, StateChange, Ticket
 from tickets.services.actors import Actor
 from tickets.services.state_changes import change_pinned_state, correct_state, lock_pinned_state
-from tickets.state import FAILED, SUCCEEDED
 
 
 class LedgerRejected(DeskError):
@@ -186,7 +186,12 @@ def _action_facts(tickets: list[Ticket]) -> list[ActionFact]:
         items = pinned.items
         for action in items.actions_taken:
             effect = items.tools.money_effect(action.tool)
-            if effect is None or action.status != SUCCEEDED or action.reversed or not action.amount_cents:
+            if (
+                effect is None
+                or action.status != ActionStatus.SUCCEEDED
+                or action.reversed
+                or not action.amount_cents
+            ):
                 continue
             at = times.get((pinned.ticket_id, action.id)) or action.intended_at or pinned.updated_at
             facts.append(
@@ -356,7 +361,9 @@ def resolve_ledger_mismatch(
             op=StateOp.ACTION_SETTLED,
             by=by,
             mutate=lambda items: items.settle_action(
-                action_id=action_id, status=FAILED, reason=f"{reason} (the ledger has no entry for it)"
+                action_id=action_id,
+                status=ActionStatus.FAILED,
+                reason=f"{reason} (the ledger has no entry for it)",
             ),
             at_turn=action.at_turn if action else None,
             reason=reason,

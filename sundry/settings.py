@@ -103,6 +103,8 @@ INSTALLED_APPS = [
     "ledger",
     "desk",
     "evals",
+    # Tooling apps: their management commands (evals: compaction_eval ...; bench: bench).
+    "bench",
 ]
 
 MIDDLEWARE = [

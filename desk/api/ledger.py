@@ -16,11 +16,11 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from core.errors import DeskError
 from ledger.entries import EntryIn
 from ledger.importer import collect_entry, refuse_constant
 from ledger.services import EntryError, LedgerEntryConflict, LedgerRejected, ingest_ledger_entries, refuse
 from ledger.signature import SignatureError, verify
-from tickets.errors import DeskError
 
 SIGNATURE_HEADER = "Sundry-Signature"
 MAX_ENTRIES = 1000

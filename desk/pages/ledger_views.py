@@ -7,12 +7,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from core.errors import InvalidInput
+from core.vocabulary import ActorKind
 from desk.pages import ticket as ticket_reads
 from desk.pages.ledger import LedgerResolutionForm
 from desk.pages.views import desk_role
 from ledger.services import resolve_ledger_mismatch
-from tickets.errors import InvalidInput
-from tickets.models import ActorKind
 from tickets.services.actors import Actor
 
 

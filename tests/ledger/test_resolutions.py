@@ -8,13 +8,14 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from core.errors import InvalidInput
+from core.vocabulary import ActorKind, StateOp
 from desk.history import ticket_history
 from ledger.models import LedgerResolution, Outcome, Reconciliation, Resolution
 from ledger.selectors import ticket_ledger_counts
 from ledger.services import reconcile_orders, resolve_ledger_mismatch
 from tests.ledger.conftest import entry, ingest, refund
-from tickets.errors import InvalidInput
-from tickets.models import ActorKind, PinnedState, StateChange, StateOp, Ticket
+from tickets.models import PinnedState, StateChange, Ticket
 from tickets.services.actors import Actor
 
 pytestmark = pytest.mark.django_db

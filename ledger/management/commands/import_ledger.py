@@ -5,10 +5,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.errors import DeskError
 from ledger.importer import FORMATS, guess_format, parse_csv, parse_jsonl
 from ledger.models import LedgerSource
 from ledger.services import ingest_ledger_entries
-from tickets.errors import DeskError
 
 
 class Command(BaseCommand):
