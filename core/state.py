@@ -45,6 +45,9 @@ class ActionItem(_Item):
     status: ActionStatus = ActionStatus.SUCCEEDED
     failure_reason: str = ""
     intended_at: datetime | None = None
+    # The payment system's reference for the money it moved (a settle may carry it): the ledger reconciler
+    # matches on it first. Left out of the stored and agent-facing JSON until an action has one.
+    external_ref: str | None = Field(default=None, max_length=200, exclude_if=lambda value: value is None)
 
     @property
     def holds_item(self) -> bool:
@@ -266,8 +269,12 @@ class StateItems(BaseModel):
                 return action
         return None
 
-    def settle_action(self, *, action_id: str, status: ActionStatus, reason: str = "") -> ActionItem:
-        """Settle an intent: succeeded, or failed (which frees its item). Callers check it is still intended."""
+    def settle_action(
+        self, *, action_id: str, status: ActionStatus, reason: str = "", external_ref: str | None = None
+    ) -> ActionItem:
+        """Settle an intent: succeeded, or failed (which frees its item). Callers check it is still intended.
+
+        A supervisor also marks a succeeded action failed this way, when the payment system never saw it."""
         action = self.find_action(action_id)
         if action is None:
             raise InvalidInput(f"no action {action_id!r} on this ticket", field="action_id")
@@ -275,6 +282,8 @@ class StateItems(BaseModel):
         action.status = status
         if status == ActionStatus.FAILED:
             action.failure_reason = reason
+        if external_ref:
+            action.external_ref = external_ref
         self._changed("actions_taken", before, action)
         return action
 

@@ -172,3 +172,59 @@ def demo_status(index: int) -> str:
         if index % every == every - 1:
             return status
     return "open"
+
+
+# The demo's payments ledger: an entry for every refund the tickets record, but two stories told wrong on
+# purpose. On UNRECORDED_TICKET the payment system refunded money that no action records (the agent's tool ran
+# and the state never heard of it); on UNCONFIRMED_TICKET the agent recorded a refund the ledger never saw.
+SEED_LEDGER_ENTRY: dict[str, Any] = {
+    "id": "re_demo_40118_garden_table",
+    "order_id": "SU-87310",
+    "kind": "refund",
+    "amount_cents": 4000,
+    "currency": "USD",
+    "external_ref": "re_demo_40118",
+}
+UNRECORDED_AMOUNT_CENTS = 2500
+
+
+def _refund_of(doc: dict[str, Any]) -> int | None:
+    for turn in doc["turns"]:
+        for event in turn.get("events", []):
+            if event.get("type") == "action_taken" and event.get("tool") == "issue_refund":
+                return int(event["amount_cents"])
+    return None
+
+
+def demo_ledger_tickets(count: int) -> tuple[str | None, str | None]:
+    """The generated tickets the ledger disagrees with: (a ticket without a refund, which the ledger says
+    was refunded; a ticket with a refund, which the ledger never saw)."""
+    docs = [generated_ticket(i) for i in range(count)]
+    unrecorded = next((d["ticket_id"] for d in docs if _refund_of(d) is None), None)
+    unconfirmed = next((d["ticket_id"] for d in docs if _refund_of(d) is not None), None)
+    return unrecorded, unconfirmed
+
+
+def demo_ledger(count: int, *, at: str) -> list[dict[str, Any]]:
+    """The ledger entries for the demo's tickets (`at`: their time, ISO 8601), in the webhook's format."""
+    unrecorded, unconfirmed = demo_ledger_tickets(count)
+    entries = [{**SEED_LEDGER_ENTRY, "created_at": at}]
+    for index in range(count):
+        doc = generated_ticket(index)
+        ticket_id = doc["ticket_id"]
+        amount = _refund_of(doc)
+        if ticket_id == unrecorded:
+            amount = UNRECORDED_AMOUNT_CENTS
+        elif amount is None or ticket_id == unconfirmed:
+            continue
+        entries.append(
+            {
+                "id": f"re_demo_{ticket_id}",
+                "ticket_id": ticket_id,
+                "kind": "refund",
+                "amount_cents": amount,
+                "currency": "USD",
+                "created_at": at,
+            }
+        )
+    return entries

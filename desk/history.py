@@ -1,6 +1,7 @@
 """A ticket's history: every change, newest first, one page at a time, with who and when.
 
-The entries come from five tables (turns, state changes, refused attempts, status changes, compactions).
+The entries come from seven tables (turns, state changes, refused attempts, status changes, compactions, and
+the ledger's mismatches and resolutions).
 One UNION query orders and pages their (kind, time, id) triples; one query per kind on the page then reads
 the rows. A page costs the same number of queries however long the ticket is.
 """
@@ -15,6 +16,7 @@ from django.db.models import CharField, F, QuerySet, Value
 from compaction.models import CompactionEvent
 from core.state import agent_item
 from core.vocabulary import ActorKind, StateOp, values
+from ledger.models import LedgerResolution, Outcome, Reconciliation
 from tickets.models import PinnedState, RefusedAttempt, StateChange, Ticket, TicketStatusChange, Turn
 
 DEFAULT_PAGE_SIZE = 50
@@ -22,6 +24,7 @@ MAX_PAGE_SIZE = 200
 
 # The source tables, by the tag the UNION carries.
 TURN, STATE, REFUSED, STATUS, COMPACTION = "turn", "state", "refused", "status", "compaction"
+MISMATCH, RESOLUTION = "mismatch", "resolution"
 
 ACTION_EVENTS = {
     StateOp.ACTION_TAKEN: "recorded",
@@ -58,6 +61,10 @@ def _stream(ticket: Ticket) -> QuerySet[Any]:
         _tagged(RefusedAttempt.objects.filter(ticket=ticket).order_by(), REFUSED),
         _tagged(TicketStatusChange.objects.filter(ticket=ticket).order_by(), STATUS),
         _tagged(CompactionEvent.objects.filter(ticket=ticket).order_by(), COMPACTION),
+        _tagged(
+            Reconciliation.objects.filter(ticket=ticket).exclude(outcome=Outcome.MATCHED).order_by(), MISMATCH
+        ),
+        _tagged(LedgerResolution.objects.filter(ticket=ticket).order_by(), RESOLUTION),
         all=True,
     )
 
@@ -197,8 +204,46 @@ def _compaction(event: CompactionEvent) -> dict[str, Any]:
     }
 
 
+def _mismatch(row: Reconciliation) -> dict[str, Any]:
+    return {
+        "kind": "ledger",
+        "at": row.created_at,
+        "by": _who(ActorKind.SYSTEM, None),
+        "thread_turn": None,
+        "summary": f"ledger: {Outcome(row.outcome).label.lower()}: {row.explanation}",
+        "detail": {
+            "event": "mismatch",
+            "outcome": row.outcome,
+            "entry_id": row.entry.entry_id if row.entry else None,
+            "action_id": row.action_id or None,
+            "entry_amount_cents": row.entry_amount_cents,
+            "action_amount_cents": row.action_amount_cents,
+            "accepted": row.accepted_at is not None,
+            "accepted_reason": row.accepted_reason,
+        },
+    }
+
+
+def _resolution(row: LedgerResolution) -> dict[str, Any]:
+    return {
+        "kind": "ledger",
+        "at": row.created_at,
+        "by": _who(ActorKind.SUPERVISOR, row.by),
+        "thread_turn": None,
+        "summary": f"ledger mismatch resolved: {row.get_resolution_display().lower()} ({row.explanation})",
+        "detail": {
+            "event": "resolution",
+            "resolution": row.resolution,
+            "outcome": row.outcome,
+            "entry_id": row.entry_id or None,
+            "action_id": row.action_id or None,
+            "reason": row.reason,
+        },
+    }
+
+
 def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PAGE_SIZE) -> HistoryPage:
-    """One page of the ticket's history, newest first: at most eight queries, whatever its length."""
+    """One page of the ticket's history, newest first: at most ten queries, whatever its length."""
     page = max(page, 1)
     page_size = min(max(page_size, 1), MAX_PAGE_SIZE)
     stream = _stream(ticket)
@@ -220,6 +265,14 @@ def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PA
     events = (
         CompactionEvent.objects.defer("summary").in_bulk(wanted[COMPACTION]) if COMPACTION in wanted else {}
     )
+    mismatches = (
+        Reconciliation.objects.select_related("entry").in_bulk(wanted[MISMATCH]) if MISMATCH in wanted else {}
+    )
+    resolutions = (
+        LedgerResolution.objects.select_related("by").in_bulk(wanted[RESOLUTION])
+        if RESOLUTION in wanted
+        else {}
+    )
     # Refused attempts name the earlier action; its current form (settled? reversed?) is in the state.
     state = (
         PinnedState.objects.filter(ticket=ticket).values_list("data", flat=True).first() or {}
@@ -237,6 +290,10 @@ def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PA
             entries.append(_refused(refused[ref], state))
         elif src == STATUS:
             entries.append(_status(statuses[ref]))
+        elif src == MISMATCH:
+            entries.append(_mismatch(mismatches[ref]))
+        elif src == RESOLUTION:
+            entries.append(_resolution(resolutions[ref]))
         else:
             entries.append(_compaction(events[ref]))
     return HistoryPage(entries=entries, count=count, page=page, page_size=page_size)

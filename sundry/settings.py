@@ -100,6 +100,7 @@ INSTALLED_APPS = [
     "axes",
     "tickets",
     "compaction",
+    "ledger",
     "desk",
     "evals",
     # Tooling apps: their management commands (evals: compaction_eval ...; bench: bench).
@@ -272,6 +273,13 @@ SUNDRY_SUMMARIZER_TIMEOUT_SECONDS = env_float("SUNDRY_SUMMARIZER_TIMEOUT_SECONDS
 SUNDRY_COMPACTION_DEADLINE_SECONDS = env_float("SUNDRY_COMPACTION_DEADLINE_SECONDS", 10.0)
 if SUNDRY_COMPACTION_DEADLINE_SECONDS <= 0:
     raise ImproperlyConfigured("SUNDRY_COMPACTION_DEADLINE_SECONDS must be a positive number of seconds")
+
+# The payments ledger (ledger/): the webhook's signing secret (unset: the webhook answers 503), how far apart
+# an entry and an action may be in time and still match, and how long an action waits for its entry before it
+# is flagged unconfirmed.
+SUNDRY_LEDGER_SECRET = env_str("SUNDRY_LEDGER_SECRET")
+SUNDRY_LEDGER_MATCH_WINDOW_MINUTES = env_int("SUNDRY_LEDGER_MATCH_WINDOW_MINUTES", 48 * 60)
+SUNDRY_LEDGER_GRACE_MINUTES = env_int("SUNDRY_LEDGER_GRACE_MINUTES", 60)
 
 LOGGING = {
     "version": 1,

@@ -1,4 +1,4 @@
-"""The layers import one way: core (pure) <- tickets <- compaction <- desk, and evals and bench (tooling) on top.
+"""The layers import one way: core (pure) <- tickets <- compaction, ledger <- desk, and evals and bench (tooling) on top.
 
 Every import is read from the source, function-level ones included, so no cycle hides inside a function.
 """
@@ -12,16 +12,17 @@ from pathlib import Path
 from django.conf import settings
 
 REPO = Path(settings.BASE_DIR)
-PACKAGES = ("core", "sundry", "tickets", "compaction", "desk", "evals", "bench")
+PACKAGES = ("core", "sundry", "tickets", "compaction", "ledger", "desk", "evals", "bench")
 # What each package may import from the project (its own modules aside).
 ALLOWED = {
     "core": set(),
     "tickets": {"core"},
     "compaction": {"core", "tickets"},
-    "desk": {"core", "tickets", "compaction"},
-    "evals": {"core", "tickets", "compaction", "desk"},
-    "bench": {"core", "tickets", "compaction", "desk", "evals", "sundry"},
-    "sundry": {"core", "tickets", "compaction", "desk"},
+    "ledger": {"core", "tickets"},
+    "desk": {"core", "tickets", "compaction", "ledger"},
+    "evals": {"core", "tickets", "compaction", "ledger", "desk"},
+    "bench": {"core", "tickets", "compaction", "ledger", "desk", "evals", "sundry"},
+    "sundry": {"core", "tickets", "compaction", "ledger", "desk"},
 }
 # Pure code: the standard library and these libraries only (no Django, no database).
 CORE_MAY_IMPORT = {"pydantic", "tiktoken", "tiktoken_ext"}

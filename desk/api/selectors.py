@@ -20,6 +20,7 @@ from core.tokens import RequestSize
 from desk.api.fields import storable_text
 from desk.history import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, HistoryPage
 from desk.history import ticket_history as _ticket_history
+from ledger.selectors import ticket_ledger_counts
 from tickets.compiled_reads import CompiledRead
 from tickets.errors import TicketNotFound
 from tickets.models import PinnedState, Ticket, TicketClass
@@ -77,6 +78,7 @@ class TicketDetail:
     state_version: int
     figures: ContextFigures
     compactions: CompactionTotals
+    ledger: dict[str, int]
 
     def as_json(self) -> dict[str, object]:
         ticket = self.ticket
@@ -96,13 +98,14 @@ class TicketDetail:
                 system=self.figures.tokens.system, state=self.figures.tokens.state
             ).fills_threshold(self.figures.threshold_tokens),
             "compaction_totals": self.compactions.as_json(),
+            "ledger": self.ledger,
             "created_at": ticket.created_at,
             "updated_at": ticket.updated_at,
         }
 
 
 def ticket_detail(ticket_id: str) -> TicketDetail:
-    """The ticket with its token figures and what compaction cost it (four queries)."""
+    """The ticket with its token figures, what compaction cost it and its ledger outcomes (five queries)."""
     pinned = pinned_state_by_ticket_id(ticket_id)
     figures = context_figures(pinned.ticket, state_tokens=pinned.tokens)
     return TicketDetail(
@@ -110,6 +113,7 @@ def ticket_detail(ticket_id: str) -> TicketDetail:
         state_version=pinned.version,
         figures=figures,
         compactions=compaction_totals(pinned.ticket),
+        ledger=ticket_ledger_counts(pinned.ticket),
     )
 
 

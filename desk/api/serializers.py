@@ -110,6 +110,14 @@ class ActionSettleIn(StrictSerializer):
         default="",
         help_text="Required when the intent failed: what the tool answered.",
     )
+    external_ref = StrictCharField(
+        required=False,
+        allow_null=True,
+        max_length=200,
+        default=None,
+        help_text="The payment system's reference for the money the tool moved (a refund or charge id): the "
+        "ledger reconciler matches on it first.",
+    )
 
 
 class StateChangeIn(StrictSerializer):
@@ -153,6 +161,18 @@ class CompactionTotalsOut(serializers.Serializer):
     latency_ms = serializers.IntegerField()
 
 
+class LedgerCountsOut(serializers.Serializer):
+    matched = serializers.IntegerField(help_text="Ledger entries that confirm a succeeded money action.")
+    unrecorded = serializers.IntegerField(help_text="Money the ledger moved that no action records (open).")
+    unconfirmed = serializers.IntegerField(
+        help_text="Succeeded money actions the ledger has no entry for after the grace period (open)."
+    )
+    amount_differs = serializers.IntegerField(
+        help_text="An entry and its action disagree on the amount (open)."
+    )
+    accepted = serializers.IntegerField(help_text="Mismatches a supervisor accepted with a reason.")
+
+
 class TicketOut(serializers.Serializer):
     ticket_id = serializers.CharField()
     order_id = serializers.CharField()
@@ -170,6 +190,7 @@ class TicketOut(serializers.Serializer):
         "the request under it, so the desk does not try (raise the class budget or trim the state)."
     )
     compaction_totals = CompactionTotalsOut(help_text="What compaction did and cost on this ticket.")
+    ledger = LedgerCountsOut(help_text="The payments ledger reconciled with the ticket's money actions.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -193,6 +214,9 @@ class ActionOut(serializers.Serializer):
         help_text="intended: reserved, its tool not yet settled; a failed intent no longer holds its item.",
     )
     failure_reason = serializers.CharField(allow_blank=True)
+    external_ref = serializers.CharField(
+        required=False, help_text="The payment system's reference, once a settle carried one."
+    )
 
 
 class TextItemOut(serializers.Serializer):
@@ -373,6 +397,7 @@ class HistoryEntryOut(serializers.Serializer):
             "refused_attempt",
             "status_change",
             "compaction",
+            "ledger",
         ]
     )
     at = serializers.DateTimeField(help_text="When it happened.")

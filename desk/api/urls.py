@@ -9,7 +9,7 @@ from django.views.decorators.csp import csp_override
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
-from desk.api import views
+from desk.api import ledger, views
 
 DOCS_CSP: dict[str, Any] = {**settings.SECURE_CSP, "style-src": [CSP.SELF, CSP.UNSAFE_INLINE]}
 
@@ -27,6 +27,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("tickets/<str:ticket_id>/history/", views.HistoryView.as_view(), name="api-history"),
     path("tickets/<str:ticket_id>/context/", views.ContextView.as_view(), name="api-context"),
     path("tickets/<str:ticket_id>/compactions/", views.CompactionListView.as_view(), name="api-compactions"),
+    # Signed by the payment system, not behind agent token auth (desk/api/ledger.py).
+    path("ledger/", ledger.ledger_webhook, name="api-ledger"),
     # The schema and its docs are public: they describe the API, they do not read tickets.
     path("schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="api-schema"),
     # Swagger UI: the split view loads its start-up code as a script file (no inline script); its page

@@ -31,6 +31,7 @@ from django.db.models.functions import Coalesce, Now
 from compaction.models import CompactionEvent
 from core.state import StateItems
 from core.vocabulary import CompactionStatus
+from ledger.models import Reconciliation
 from tickets.models import RefusedAttempt, Ticket, TicketClass
 
 QUEUE_PAGE_SIZE = 50
@@ -47,6 +48,7 @@ class QueueFlag:
     REFUSED = "refused_repeats"
     STALE_INTENTS = "stale_intents"
     STATE_FULL = "state_over_threshold"
+    LEDGER = "ledger_mismatch"
 
     choices = (
         (NEEDS_REVIEW, "Unreviewed"),
@@ -57,6 +59,7 @@ class QueueFlag:
         (REFUSED, "Refused repeats"),
         (STALE_INTENTS, "Open intents past their timeout"),
         (STATE_FULL, "State alone over the threshold"),
+        (LEDGER, "Ledger mismatches"),
     )
 
 
@@ -178,6 +181,13 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
                 CompactionEvent.objects.filter(ticket=OuterRef("pk")).worth_review().unreviewed()
             ),
             has_refused=Exists(RefusedAttempt.objects.filter(ticket=OuterRef("pk"))),
+            # The first open mismatch with the payments ledger (its outcome), or None.
+            ledger_mismatch=Subquery(
+                Reconciliation.objects.open_mismatches()
+                .filter(ticket=OuterRef("pk"))
+                .order_by("pk")
+                .values("outcome")[:1]
+            ),
             has_stale_intent=ExpressionWrapper(Q(intent_stale_at__lte=Now()), output_field=BooleanField()),
             # The newest event is a deferral: compaction is due and waits for the next boundary.
             pending_deferral=Exists(
@@ -223,6 +233,10 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
         tickets = tickets.filter(has_stale_intent=True)
     if QueueFlag.STATE_FULL in filters.flags:
         tickets = tickets.filter(state_over_threshold=True)
+    if QueueFlag.LEDGER in filters.flags:
+        tickets = tickets.filter(
+            Exists(Reconciliation.objects.open_mismatches().filter(ticket=OuterRef("pk")))
+        )
     return tickets.order_by(*(f"-{name}" for name in _key_fields(filters.sort)))
 
 

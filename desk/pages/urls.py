@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from desk.pages import views
+from desk.pages import ledger_views, views
 
 urlpatterns = [
     path("", views.queue, name="queue"),
@@ -16,6 +16,11 @@ urlpatterns = [
     path("tickets/<str:ticket_id>/state/", views.correct_state, name="correct-state"),
     path("tickets/<str:ticket_id>/status/", views.set_status, name="set-status"),
     path("tickets/<str:ticket_id>/replay/", views.replay, name="replay"),
+    path(
+        "tickets/<str:ticket_id>/ledger/<int:outcome_id>/resolve/",
+        ledger_views.resolve_ledger,
+        name="resolve-ledger",
+    ),
     path(
         "tickets/<str:ticket_id>/compactions/<int:number>/", views.compaction_review, name="compaction-review"
     ),

@@ -21,6 +21,7 @@ from django_htmx.http import push_url, trigger_client_event
 from compaction.reviews import compaction_review_record
 from core.errors import InvalidInput
 from core.vocabulary import ActorKind
+from desk.pages import ledger as ledger_reads
 from desk.pages import metrics as metrics_reads
 from desk.pages import queue as queue_reads
 from desk.pages import replay as replay_reads
@@ -140,6 +141,7 @@ def ticket_detail(request: HttpRequest, ticket_id: str) -> HttpResponse:
             "state": page.state,
             "audit": page.audit,
             "panels": correction_panels(page.state),
+            "ledger": ledger_reads.ledger_panel(ticket),
         },
     )
     if fragment:
@@ -361,6 +363,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
             "rows": metrics_reads.compaction_metrics(span),
             "series": metrics_reads.daily_series(rows, span),
             "refused_attempts": metrics_reads.refused_attempts_in(span),
+            "ledger": ledger_reads.ledger_metrics(),
             "query": request.GET.urlencode(),
         },
         status=400 if form.is_bound and not form.is_valid() else 200,

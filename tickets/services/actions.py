@@ -287,12 +287,19 @@ class ActionSettled:
 
 @transaction.atomic
 def settle_action(
-    *, ticket: Ticket, action_id: str, status: str, reason: str = "", by: Actor = SYSTEM
+    *,
+    ticket: Ticket,
+    action_id: str,
+    status: str,
+    reason: str = "",
+    external_ref: str | None = None,
+    by: Actor = SYSTEM,
 ) -> ActionSettled:
     """Settle an intent once its tool has run: succeeded, or failed with a reason (which frees the item).
 
-    Settling again with the same status answers the same; with the other status it is refused. An action
-    recorded without an intent is already succeeded.
+    A succeeded settle may carry the payment system's reference (`external_ref`), which the ledger reconciler
+    matches on. Settling again with the same status answers the same; with the other status it is refused.
+    An action recorded without an intent is already succeeded.
     """
     if status not in (ActionStatus.SUCCEEDED, ActionStatus.FAILED):
         raise InvalidInput(f"status {status!r}: settle an intent as succeeded or failed", field="status")
@@ -317,7 +324,9 @@ def settle_action(
         ticket=ticket,
         op=StateOp.ACTION_SETTLED,
         by=by,
-        mutate=lambda items: items.settle_action(action_id=action_id, status=new_status, reason=reason),
+        mutate=lambda items: items.settle_action(
+            action_id=action_id, status=new_status, reason=reason, external_ref=external_ref or None
+        ),
         at_turn=current.at_turn,
         reason=reason,
     )

@@ -268,9 +268,11 @@ def correct_state(
     amount_cents: int = 0,
     at_turn: int | None = None,
     reversible: bool = False,
+    external_ref: str | None = None,
 ) -> PinnedState:
     """A supervisor's correction of the pinned state. A reason is required; actions are never removed,
-    only added (a missed one) or marked reversed."""
+    only added (a missed one) or marked reversed. A missed action may carry the payment system's reference
+    (`external_ref`: the ledger entry it was added from)."""
     reason = (reason or "").strip()
     if not reason:
         raise InvalidInput("a correction needs a reason", field="reason")
@@ -294,6 +296,7 @@ def correct_state(
                     reversible=reversible,
                     recorded_by="supervisor",
                     reason=reason,
+                    external_ref=external_ref or None,
                 )
             )
         if op == StateOp.ACTION_REVERSED:

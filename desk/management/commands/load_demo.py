@@ -1,12 +1,18 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandParser
+from django.utils import timezone
 
-from desk.demo import SEED_CLASS, demo_status, generated_ticket, reference_ticket_path
+from desk.demo import SEED_CLASS, demo_ledger, demo_status, generated_ticket, reference_ticket_path
 from desk.importer import ImportTicket, import_ticket, load_file
+from ledger.entries import parse_entry
+from ledger.models import LedgerEntry, LedgerSource
+from ledger.services import ingest_ledger_entries, reconcile_orders
 from tickets.accounts import (
     ADMIN,
     SUPERVISOR,
@@ -56,6 +62,8 @@ class Command(BaseCommand):
                 f"[{number}/{len(todo)}] {report.line()}" + (f", {status}" if status != "open" else "")
             )
 
+        self.load_ledger(options["tickets"])
+
         for username, password, role in DEMO_PEOPLE:
             if not User.objects.filter(username=username).exists():
                 create_person(username=username, password=password, role=role)
@@ -71,3 +79,24 @@ class Command(BaseCommand):
                 f"demo agent API token: {token}"
             )
         )
+
+    def load_ledger(self, count: int) -> None:
+        """The demo's payments ledger, reconciled as the hourly `reconcile_ledger` run would see it once the
+        grace period has passed: the refund the ledger never saw is then unconfirmed."""
+        if LedgerEntry.objects.filter(source=LedgerSource.DEMO).exists():
+            self.stdout.write("demo ledger already loaded")
+            return
+        now = timezone.now()
+        entries = [
+            (f"demo entry {i}", parse_entry(e)) for i, e in enumerate(demo_ledger(count, at=now.isoformat()))
+        ]
+        ingest_ledger_entries(entries=entries, source=LedgerSource.DEMO)
+        after_grace = now + timedelta(minutes=settings.SUNDRY_LEDGER_GRACE_MINUTES + 1)
+        counts = reconcile_orders(
+            order_ids={e.order_id or "" for _, e in entries} | self.demo_orders(count), now=after_grace
+        )
+        self.stdout.write("demo ledger: " + ", ".join(f"{key} {value}" for key, value in counts.items()))
+
+    def demo_orders(self, count: int) -> set[str]:
+        ids = [f"T-{50000 + i}" for i in range(count)]
+        return set(Ticket.objects.filter(ticket_id__in=ids).values_list("order_id", flat=True))

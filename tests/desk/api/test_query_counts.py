@@ -84,7 +84,7 @@ def test_ticket_detail_and_compactions_cost_a_constant_number_of_queries(
     agent: APIClient, short_and_long: tuple[Ticket, Ticket], django_assert_num_queries
 ) -> None:
     for ticket in short_and_long:
-        with django_assert_num_queries(4):
+        with django_assert_num_queries(5):  # the token, the state and ticket, figures, compactions, ledger
             assert agent.get(url(ticket)).status_code == 200
         with django_assert_num_queries(3):
             assert agent.get(url(ticket, "compactions")).status_code == 200

@@ -14,8 +14,8 @@ from tests.browser.desk_data import HOSTILE, hostile_ticket, import_t40118, supe
 pytestmark = pytest.mark.django_db
 
 # session + user + roles + ticket (with class and pinned state) + the window's turns + the chart's figures
-# of every turn + compaction events + audit trail + refused attempts + status changes
-DETAIL_QUERIES = 10
+# of every turn + compaction events + audit trail + refused attempts + status changes + ledger outcomes
+DETAIL_QUERIES = 11
 
 
 @pytest.fixture
