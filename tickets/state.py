@@ -15,7 +15,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
 from tickets.errors import InvalidInput
-from tickets.identity import MONEY_EFFECTS, MoneyEffect, ToolCatalog, action_identity
+from tickets.identity import (
+    MONEY_EFFECTS,
+    MoneyEffect,
+    ToolCatalog,
+    action_items,
+    guard_effect,
+    normalize_name,
+)
 
 ActorKind = Literal["agent", "supervisor", "system"]
 # intended: reserved before the tool ran; succeeded: the tool did it; failed: it did not (the item is free).
@@ -24,7 +31,8 @@ INTENDED: ActionStatus = "intended"
 SUCCEEDED: ActionStatus = "succeeded"
 FAILED: ActionStatus = "failed"
 # Kept in the stored data, left out of what the agent reads (it costs tokens and tells the model nothing).
-STORED_ONLY_ACTION_FIELDS = {"intended_at"}
+# The owner (the user id of the agent that recorded it, who alone settles it besides a supervisor) likewise.
+STORED_ONLY_ACTION_FIELDS = {"intended_at", "recorded_by_user_id"}
 
 
 class _Item(BaseModel):
@@ -50,6 +58,7 @@ class ActionItem(_Item):
     status: ActionStatus = SUCCEEDED
     failure_reason: str = ""
     intended_at: datetime | None = None
+    recorded_by_user_id: int | None = None
 
     @property
     def holds_item(self) -> bool:
@@ -79,6 +88,12 @@ _TOTAL_OF: dict[MoneyEffect, str] = {
 }
 # The totals' names, in the agent-facing document's order.
 MONEY_TOTALS = tuple(_TOTAL_OF.values())
+
+
+def total_name(effect: MoneyEffect) -> str:
+    """The agent-facing name of a money effect's total (refund -> refunded_cents_total)."""
+    return _TOTAL_OF[effect]
+
 
 # The item lists of the state.
 ITEM_LISTS = ("actions_taken", "customer_constraints", "open_questions", "decisions")
@@ -164,6 +179,15 @@ class StateItems(BaseModel):
                 if effect is not None:
                     moved[effect] += action.amount_cents
         return {_TOTAL_OF[effect]: cents for effect, cents in moved.items()}
+
+    def held_cents(self, effect: str) -> int:
+        """Cents of this money effect that succeeded or are reserved (intents count against a cap)."""
+        tools = self._tools
+        return sum(
+            a.amount_cents
+            for a in self.actions_taken
+            if a.holds_item and tools.money_effect(a.tool) == effect
+        )
 
     def money_total(self, effect: MoneyEffect) -> int:
         return self.totals()[_TOTAL_OF[effect]]
@@ -258,15 +282,34 @@ class StateItems(BaseModel):
     def find_action(self, action_id: str) -> ActionItem | None:
         return next((a for a in self.actions_taken if a.id == action_id), None)
 
-    def earlier_irreversible(self, *, tool: str, item: str) -> ActionItem | None:
-        """The irreversible action that holds this (tool, item) identity, however either was spelled."""
-        identity = action_identity(tool, item)
+    def earlier_irreversible(
+        self, *, tool: str, item: str, args: dict[str, Any] | None = None
+    ) -> ActionItem | None:
+        """The irreversible action that still holds what this one would do, however either was spelled.
+
+        A money tool is compared by what it does (a refund and a store credit both pay the buyer back; a
+        charge takes from them) on the same item, whichever tool it is: its `item`, else the items named in
+        its `args`; no item at all means the whole order, which every item of it collides with. Any other
+        irreversible tool is compared by its name and its item.
+        """
         tools = self._tools  # read once: a private attribute goes through pydantic's __getattr__
+        effect = tools.money_effect(tool)
+        items = action_items(item, args)
+        name = normalize_name(tool)
         for action in self.actions_taken:
-            if (
-                action_identity(action.tool, action.item) == identity
-                and action.holds_item
-                and (not action.reversible or tools.is_irreversible(action.tool))
+            if not action.holds_item or not (not action.reversible or tools.is_irreversible(action.tool)):
+                continue
+            earlier_effect = tools.money_effect(action.tool)
+            earlier_items = action_items(action.item, action.args)
+            if effect is not None:
+                if earlier_effect is None or guard_effect(earlier_effect) != guard_effect(effect):
+                    continue
+                if not items or not earlier_items or items & earlier_items:
+                    return action
+            elif (
+                earlier_effect is None
+                and normalize_name(action.tool) == name
+                and (items == earlier_items or items & earlier_items)
             ):
                 return action
         return None

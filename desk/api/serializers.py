@@ -92,6 +92,15 @@ class ActionIn(StrictSerializer):
         help_text="intended: reserve the action before its tool runs (settle it with PATCH afterwards); "
         "absent or succeeded: the tool already succeeded.",
     )
+    expects = JSONObjectField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="What the agent believes of the ticket's money, from the state it was given: any of "
+        "refunded_cents_total, charged_cents_total, credited_cents_total, and succeeded_count (the succeeded "
+        "actions of this tool). A figure that is not the desk's, or that an unsettled intent may still move, "
+        "is refused with 409 belief_stale before the tool runs.",
+    )
 
 
 class ActionSettleIn(StrictSerializer):

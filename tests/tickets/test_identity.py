@@ -87,7 +87,11 @@ def test_money_effects_of_the_default_catalog(tool: str, effect: str | None) -> 
 def test_a_class_catalog_matches_globs_on_normalized_names() -> None:
     tools = ToolCatalog.build(irreversible=["Wire-*"], money={"wire_*": "charge", "Wire Refund": "refund"})
     assert tools.is_irreversible("wire_transfer") and tools.is_irreversible("WIRE-refund")
-    assert not tools.is_irreversible("issue_refund")  # the class replaced the defaults
+    # The class replaced the defaults: issue_refund is not listed, but its name says refund, so it is money
+    # (and irreversible) until an admin classifies it; classified as no money (null), it is neither.
+    assert tools.is_unclassified_money("issue_refund") and tools.is_irreversible("issue_refund")
+    classified = ToolCatalog.build(irreversible=[], money={"issue_refund": None})
+    assert not classified.is_irreversible("issue_refund") and classified.money_effect("issue_refund") is None
     assert tools.money_effect("wire-refund") == "refund"  # an exact name wins over a glob
     assert tools.money_effect("wire_transfer") == "charge"
 
