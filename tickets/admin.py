@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from tickets.accounts import revoke_agent_tokens
+from tickets.caps import CatalogCapsError, MoneyCaps
 from tickets.identity import CatalogError, ToolCatalog
 from tickets.models import (
     ActorKind,
@@ -62,6 +63,11 @@ class TicketClassForm(forms.ModelForm):
             except CatalogError as exc:
                 field = "irreversible_tools" if "irreversible" in str(exc) else "money_tools"
                 self.add_error(field, str(exc))
+        if "money_caps" in cleaned:
+            try:
+                MoneyCaps.build(cleaned["money_caps"])
+            except CatalogCapsError as exc:
+                self.add_error("money_caps", str(exc))
         return cleaned
 
 
