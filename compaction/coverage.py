@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tickets.identity import SEPARATOR as IDENTITY_SEPARATOR
+from tickets.identity import normalize_item
 from tickets.identity import normalize_name as identity_name
 
 # --- names -------------------------------------------------------------------------------------------
@@ -632,7 +633,8 @@ def _structured(entry: str) -> dict[str, Any] | None:
 def _same_action(action: dict[str, Any], other: dict[str, Any]) -> Match:
     same = (
         normalize_name(str(action.get("tool") or "")) == normalize_name(str(other.get("tool") or ""))
-        and normalize_name(str(action.get("item") or "")) == normalize_name(str(other.get("item") or ""))
+        # The guard's item key: `the garden tables` and `table (garden)` are the pinned `garden-table`.
+        and normalize_item(str(action.get("item") or "")) == normalize_item(str(other.get("item") or ""))
         and int(action.get("amount_cents") or 0) == int(other.get("amount_cents") or 0)
     )
     if not same:

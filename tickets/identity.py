@@ -77,7 +77,7 @@ def normalize_name(text: str) -> str:
 
 
 # Order references (`SU-87310`, `#1`, `W2611340`, `48213`) name where the item is, not which item it is.
-_ORDER_REFERENCE = re.compile(r"#\s*\d+|\b[a-z]{1,5}[-\s]?\d{3,}\b|\b\d{4,}\b")
+_ORDER_REFERENCE = re.compile(r"(?:\border\s*)?(?:#\s*\d+|\b[a-z]{1,5}[-\s]?\d{3,}\b|\b\d{4,}\b)")
 _NOT_ALPHANUMERIC = re.compile(r"[^\w]+|_+")
 _ARTICLES = frozenset({"a", "an", "the", "my", "our", "your", "their", "this", "that", "these", "those"})
 

@@ -214,3 +214,15 @@ def test_an_entry_that_carries_the_item_word_for_word_covers_it_however_light_it
     assert text_covered("If so, do it.", ["If so, do it."])
     assert text_covered("If so, do it.", ["  if so,  DO it. "])
     assert not text_covered("If so, do it.", ["If not, leave it."])
+
+
+def test_a_pinned_action_in_the_summary_is_matched_by_the_guards_item_key() -> None:
+    """The coverage check and the repeat guard agree on what one item is (tickets.identity.normalize_item)."""
+    import json
+
+    from compaction.coverage import action_covered
+
+    action = {"tool": "issue_refund", "item": "garden-table", "amount_cents": 4000}
+    for item in ["the garden tables", "table (garden)", "garden\u2011table (SU-87310)"]:
+        assert action_covered(action, [json.dumps({**action, "item": item})])
+    assert not action_covered(action, [json.dumps({**action, "item": "scratched leg"})])
