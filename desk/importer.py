@@ -22,6 +22,7 @@ from tickets.services.actions import record_action
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.lifecycle import open_ticket
 from tickets.services.state_changes import change_state
+from tickets.state import Provenance
 
 FORMAT = "sundry-ticket/1"
 
@@ -43,6 +44,8 @@ class ImportEvent(BaseModel):
     repeat_of_earlier: bool = False
     reason: str = ""
     expect_refused: bool = False
+    # How the desk knows it (tickets.state.PROVENANCES); not said when absent.
+    source: Provenance | None = None
 
 
 class ImportTurn(BaseModel):
@@ -267,6 +270,7 @@ def _apply_event(
     report: TicketImported,
 ) -> None:
     at_turn = event.at_turn or turn_number
+    source = event.source
     try:
         if event.type == "action_taken":
             if not event.tool:
@@ -285,6 +289,7 @@ def _apply_event(
                     repeat_of_earlier=event.repeat_of_earlier,
                     reason=event.reason,
                     by=by,
+                    source=source,
                 )
             except RepeatRefused as refused:
                 if event.expect_refused:
@@ -299,6 +304,6 @@ def _apply_event(
             return
         if not event.text:
             raise ImportFileError(f"{where}.text: a {event.type} event needs its text")
-        change_state(ticket=ticket, op=event.type, text=event.text, at_turn=at_turn, by=by)
+        change_state(ticket=ticket, op=event.type, text=event.text, at_turn=at_turn, by=by, source=source)
     except DeskError as exc:
         raise ImportFileError(f"{where}: {exc.message}") from None

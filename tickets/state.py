@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
@@ -35,11 +35,20 @@ FAILED: ActionStatus = "failed"
 STORED_ONLY_ACTION_FIELDS = {"intended_at", "recorded_by_user_id"}
 
 
+# How the desk knows an item: the tool result that settled it, the customer's own turn, the agent's inference,
+# a supervisor's correction, a payments-ledger entry. None: not said (items kept from before it was recorded).
+Provenance = Literal[
+    "tool_result", "customer_turn", "agent_inference", "supervisor_correction", "ledger_entry"
+]
+PROVENANCES: tuple[Provenance, ...] = get_args(Provenance)
+
+
 class _Item(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
     at_turn: int | None = Field(default=None, ge=1)
+    source: Provenance | None = None
 
 
 class ActionItem(_Item):
@@ -241,24 +250,29 @@ class StateItems(BaseModel):
         self._changed("actions_taken", before, action)
         return action
 
-    def state_constraint(self, *, text: str, at_turn: int | None) -> TextItem:
-        constraint = TextItem(id=self.next_id("C", self.customer_constraints), text=text, at_turn=at_turn)
+    def state_constraint(
+        self, *, text: str, at_turn: int | None, source: Provenance | None = None
+    ) -> TextItem:
+        constraint = TextItem(
+            id=self.next_id("C", self.customer_constraints), text=text, at_turn=at_turn, source=source
+        )
         self.customer_constraints.append(constraint)
         self._added("customer_constraints", constraint)
         return constraint
 
-    def edit_constraint(self, *, constraint_id: str, text: str) -> TextItem:
+    def edit_constraint(self, *, constraint_id: str, text: str, source: Provenance | None = None) -> TextItem:
         constraint = next((c for c in self.customer_constraints if c.id == constraint_id), None)
         if constraint is None:
             raise InvalidInput(f"no constraint {constraint_id!r} on this ticket", field="target_id")
         before = self._snapshot(constraint)
         constraint.text = text
+        constraint.source = source or constraint.source
         self._changed("customer_constraints", before, constraint)
         return constraint
 
-    def open_question(self, *, text: str, at_turn: int | None) -> TextItem:
+    def open_question(self, *, text: str, at_turn: int | None, source: Provenance | None = None) -> TextItem:
         self.questions_opened += 1
-        question = TextItem(id=f"Q{self.questions_opened}", text=text, at_turn=at_turn)
+        question = TextItem(id=f"Q{self.questions_opened}", text=text, at_turn=at_turn, source=source)
         self.open_questions.append(question)
         self._added("open_questions", question)
         return question
@@ -273,8 +287,8 @@ class StateItems(BaseModel):
         open_ones = ", ".join(f"{q.id} {q.text!r}" for q in self.open_questions) or "none"
         raise InvalidInput(f"no open question {question!r}; open questions: {open_ones}", field="text")
 
-    def make_decision(self, *, text: str, at_turn: int | None) -> TextItem:
-        decision = TextItem(id=self.next_id("D", self.decisions), text=text, at_turn=at_turn)
+    def make_decision(self, *, text: str, at_turn: int | None, source: Provenance | None = None) -> TextItem:
+        decision = TextItem(id=self.next_id("D", self.decisions), text=text, at_turn=at_turn, source=source)
         self.decisions.append(decision)
         self._added("decisions", decision)
         return decision
@@ -321,6 +335,7 @@ class StateItems(BaseModel):
             raise InvalidInput(f"no action {action_id!r} on this ticket", field="action_id")
         before = self._snapshot(action)
         action.status = status
+        action.source = "tool_result"  # the tool's answer settled it, whichever way
         if status == FAILED:
             action.failure_reason = reason
         self._changed("actions_taken", before, action)
@@ -332,6 +347,8 @@ def agent_state(
 ) -> dict[str, Any]:
     """The agent-facing pinned state: the seed's shape, plus decisions and the version."""
     dumped = items.model_dump(mode="json", exclude={"actions_taken": {"__all__": STORED_ONLY_ACTION_FIELDS}})
+    for name in ITEM_LISTS:
+        dumped[name] = [_without_unsaid_source(item) for item in dumped[name]]
     return state_document(
         ticket=ticket,
         order=order,
@@ -362,8 +379,17 @@ def state_document(
     }
 
 
+def _without_unsaid_source(item: dict[str, Any]) -> dict[str, Any]:
+    """An item without `source` when none was said: states kept from before provenance read as they did."""
+    if "source" in item and item["source"] is None:
+        return {k: v for k, v in item.items() if k != "source"}
+    return item
+
+
 def agent_item(category: str, item: dict[str, Any]) -> dict[str, Any]:
-    """A stored item as the agent-facing state shows it (an action without its stored-only fields)."""
+    """A stored item as the agent-facing state shows it (an action without its stored-only fields, any item
+    without an unsaid source)."""
+    item = _without_unsaid_source(item)
     if category != "actions_taken":
         return item
     return {k: v for k, v in item.items() if k not in STORED_ONLY_ACTION_FIELDS}

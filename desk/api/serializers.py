@@ -20,6 +20,7 @@ from desk.api.fields import (
 )
 from desk.api.selectors import ticket_class_by_slug
 from tickets.models import TicketClass, TicketStatus
+from tickets.state import PROVENANCES
 
 # Bounds that keep every value inside what the columns (PostgreSQL integer) can hold.
 MAX_INT = 2**31 - 1
@@ -101,6 +102,13 @@ class ActionIn(StrictSerializer):
         "actions of this tool). A figure that is not the desk's, or that an unsettled intent may still move, "
         "is refused with 409 belief_stale before the tool runs.",
     )
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named source (DRF pops declared fields)
+        choices=["tool_result", "customer_turn", "agent_inference"],
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="How the agent knows it: the tool's result, the customer's own turn, or its own inference.",
+    )
 
 
 class ActionSettleIn(StrictSerializer):
@@ -122,6 +130,13 @@ class StateChangeIn(StrictSerializer):
     )
     at_turn = StrictIntegerField(
         required=False, allow_null=True, min_value=1, max_value=MAX_INT, default=None
+    )
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named source (DRF pops declared fields)
+        choices=["tool_result", "customer_turn", "agent_inference"],
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="How the agent knows it: the tool's result, the customer's own turn, or its own inference.",
     )
 
 
@@ -195,12 +210,24 @@ class ActionOut(serializers.Serializer):
         help_text="intended: reserved, its tool not yet settled; a failed intent no longer holds its item.",
     )
     failure_reason = serializers.CharField(allow_blank=True)
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named source (DRF pops declared fields)
+        choices=list(PROVENANCES),
+        required=False,
+        help_text="How the desk knows it (absent when nobody said): tool_result, customer_turn, "
+        "agent_inference, supervisor_correction or ledger_entry.",
+    )
 
 
 class TextItemOut(serializers.Serializer):
     id = serializers.CharField()
     at_turn = serializers.IntegerField(allow_null=True)
     text = serializers.CharField()
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named source (DRF pops declared fields)
+        choices=list(PROVENANCES),
+        required=False,
+        help_text="How the desk knows it (absent when nobody said): tool_result, customer_turn, "
+        "agent_inference, supervisor_correction or ledger_entry.",
+    )
 
 
 class PinnedStateOut(serializers.Serializer):

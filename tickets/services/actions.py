@@ -33,7 +33,7 @@ from tickets.identity import has_words, normalize_name
 from tickets.models import ActorKind, IdempotencyRecord, PinnedState, RefusedAttempt, StateOp, Ticket
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import hold_key, hold_order
-from tickets.services.state_changes import change_pinned_state, check_turn
+from tickets.services.state_changes import change_pinned_state, check_source, check_turn
 from tickets.state import (
     FAILED,
     INTENDED,
@@ -89,6 +89,7 @@ def record_action(
     by: Actor = SYSTEM,
     refuse_in_flight: bool = False,
     expects: dict[str, Any] | None = None,
+    source: str | None = None,
 ) -> ActionRecorded:
     """Record an action: reserve it before its tool runs (`status="intended"`), or record one that succeeded.
 
@@ -121,6 +122,7 @@ def record_action(
         by=by,
         refuse_in_flight=refuse_in_flight,
         expects=expects,
+        source=source,
     )
     if isinstance(outcome, ActionRecorded):
         return outcome
@@ -293,6 +295,7 @@ def _record_action(
     by: Actor,
     refuse_in_flight: bool,
     expects: dict[str, Any] | None,
+    source: str | None,
 ) -> ActionRecorded | _Refusal:
     if not idempotency_key or len(idempotency_key) > 255:
         raise InvalidInput("an idempotency key of 1 to 255 characters is required", field="idempotency_key")
@@ -303,6 +306,7 @@ def _record_action(
     if repeat_of_earlier and not reason.strip():
         raise InvalidInput("a deliberate repeat needs a reason", field="reason")
     belief = None if expects is None else _check_expects(expects)
+    provenance = check_source(source)
     if status is not None and status not in RECORDABLE_STATUSES:
         raise InvalidInput(
             f"status {status!r}: record an action as intended (before its tool runs) or succeeded; "
@@ -325,6 +329,8 @@ def _record_action(
         request_body["status"] = INTENDED
     if belief is not None:
         request_body["expects"] = belief
+    if provenance is not None:
+        request_body["source"] = provenance
     fingerprint = request_fingerprint(request_body)
 
     # Held first: the key's first answer is then read in the lock query's own snapshot, and a concurrent
@@ -355,6 +361,7 @@ def _record_action(
         reason=reason,
         status=action_status,
         intended_at=timezone.now() if action_status == INTENDED else None,
+        source=provenance,
     )
     # A listed irreversible tool stays irreversible whatever the agent said.
     action.reversible = not items.is_irreversible(action)
