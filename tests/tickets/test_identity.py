@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tickets.identity import CatalogError, ToolCatalog, action_identity, normalize_name
+from core.identity import CatalogError, ToolCatalog, action_identity, normalize_name
 
 
 @pytest.mark.parametrize(
@@ -117,7 +117,7 @@ def test_every_unicode_dash_and_minus_is_a_separator() -> None:
     import sys
     import unicodedata
 
-    from tickets.identity import DASH_CODE_POINTS
+    from core.identity import DASH_CODE_POINTS
 
     dashes = {cp for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)) == "Pd"}
     assert dashes <= set(DASH_CODE_POINTS)
@@ -144,13 +144,13 @@ def test_every_unicode_dash_and_minus_is_a_separator() -> None:
     ],
 )
 def test_one_item_key_for_every_way_of_naming_it(spelling: str) -> None:
-    from tickets.identity import normalize_item
+    from core.identity import normalize_item
 
     assert normalize_item(spelling) == normalize_item("garden-table") == "gardentable"
 
 
 def test_item_keys_keep_different_things_apart() -> None:
-    from tickets.identity import normalize_item
+    from core.identity import normalize_item
 
     assert normalize_item("scratched leg") != normalize_item("garden-table")
     assert normalize_item("item-12") != normalize_item("item-0")
@@ -179,7 +179,7 @@ def test_a_tool_outside_the_catalog_is_money_when_its_name_says_so(tool: str, ef
 
 
 def test_a_reason_needs_words() -> None:
-    from tickets.identity import has_words
+    from core.identity import has_words
 
     assert not any(has_words(r) for r in [".", "\u200b", " ", "-", "!!", "1", "\u200b.\u200b"])
     assert has_words("the buyer was charged twice") and has_words("ok")

@@ -15,36 +15,26 @@ from django.db.models import JSONField, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from tickets.caps import CapBreach, cap_breach
+from core.caps import CapBreach, cap_breach
+from core.errors import DeskError, InvalidInput
+from core.identity import has_words, normalize_name
+from core.state import MONEY_TOTALS, STORED_ONLY_ACTION_FIELDS, ActionItem, StateItems, total_name
+from core.vocabulary import ActionStatus, ActorKind, StateOp
 from tickets.compiled_reads import CompiledRead
 from tickets.errors import (
     ActionAlreadySettled,
     ActionNotFound,
     BeliefStale,
     CapExceeded,
-    DeskError,
     IdempotencyKeyReused,
-    InvalidInput,
     NotIntentOwner,
     RepeatRefused,
 )
 from tickets.fingerprints import request_fingerprint
-from tickets.identity import has_words, normalize_name
-from tickets.models import ActorKind, IdempotencyRecord, PinnedState, RefusedAttempt, StateOp, Ticket
+from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, Ticket
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import hold_key, hold_order
 from tickets.services.state_changes import change_pinned_state, check_source, check_turn
-from tickets.state import (
-    FAILED,
-    INTENDED,
-    MONEY_TOTALS,
-    STORED_ONLY_ACTION_FIELDS,
-    SUCCEEDED,
-    ActionItem,
-    ActionStatus,
-    StateItems,
-    total_name,
-)
 
 
 @dataclass(frozen=True)
@@ -70,7 +60,7 @@ def _answer(action: ActionItem, pinned: PinnedState) -> dict[str, Any]:
     }
 
 
-RECORDABLE_STATUSES = (INTENDED, SUCCEEDED)
+RECORDABLE_STATUSES = (ActionStatus.INTENDED, ActionStatus.SUCCEEDED)
 
 
 def record_action(
@@ -183,7 +173,7 @@ def _stale_belief(items: StateItems, *, tool: str, expects: dict[str, int]) -> B
     for key, believed in expects.items():
         if key == "succeeded_count":
             behind = [a for a in items.actions_taken if normalize_name(a.tool) == name and a.holds_item]
-            actual = sum(1 for a in behind if a.status == SUCCEEDED)
+            actual = sum(1 for a in behind if a.status == ActionStatus.SUCCEEDED)
             what = f"succeeded {tool} actions"
         else:
             behind = [
@@ -195,7 +185,7 @@ def _stale_belief(items: StateItems, *, tool: str, expects: dict[str, int]) -> B
             ]
             actual = totals[key]
             what = key
-        pending = [a for a in behind if a.status == INTENDED]
+        pending = [a for a in behind if a.status == ActionStatus.INTENDED]
         if actual == believed and not pending:
             continue
         named = "; ".join(f"{a.id} {a.describe()} ({a.status})" for a in behind) or "none"
@@ -313,7 +303,9 @@ def _record_action(
             "a failed intent is settled with PATCH on the action",
             field="status",
         )
-    action_status: ActionStatus = INTENDED if status == INTENDED else SUCCEEDED
+    action_status: ActionStatus = (
+        ActionStatus.INTENDED if status == ActionStatus.INTENDED else ActionStatus.SUCCEEDED
+    )
     request_body: dict[str, Any] = {
         "tool": tool,
         "item": item,
@@ -324,9 +316,9 @@ def _record_action(
         "repeat_of_earlier": repeat_of_earlier,
         "reason": reason,
     }
-    if action_status == INTENDED:
+    if action_status == ActionStatus.INTENDED:
         # Only then: the keys stored before intents existed keep their fingerprints.
-        request_body["status"] = INTENDED
+        request_body["status"] = ActionStatus.INTENDED
     if belief is not None:
         request_body["expects"] = belief
     if provenance is not None:
@@ -360,7 +352,7 @@ def _record_action(
         recorded_by=by.kind,  # type: ignore[arg-type]
         reason=reason,
         status=action_status,
-        intended_at=timezone.now() if action_status == INTENDED else None,
+        intended_at=timezone.now() if action_status == ActionStatus.INTENDED else None,
         source=provenance,
     )
     # A listed irreversible tool stays irreversible whatever the agent said.
@@ -371,7 +363,7 @@ def _record_action(
     def refused(error: DeskError, earlier_id: str = "") -> _Refusal:
         return _Refusal(error, earlier_id, request_body, locked_ticket.turn_count)
 
-    needs_belief = effect is not None and action_status == INTENDED and belief is None
+    needs_belief = effect is not None and action_status == ActionStatus.INTENDED and belief is None
     if needs_belief and locked_ticket.ticket_class.require_belief:
         raise InvalidInput(
             f"{tool} moves money ({effect}): this ticket's class needs the intent to say what you believe "
@@ -410,7 +402,7 @@ def _record_action(
     if by.user is not None:
         action.recorded_by_user_id = by.user.pk
 
-    op = StateOp.ACTION_INTENDED if action_status == INTENDED else StateOp.ACTION_TAKEN
+    op = StateOp.ACTION_INTENDED if action_status == ActionStatus.INTENDED else StateOp.ACTION_TAKEN
     action, pinned = change_pinned_state(
         ticket=ticket,
         op=op,
@@ -432,7 +424,7 @@ def _record_action(
 
 
 def _held_how(action: ActionItem) -> str:
-    return "reserved and not yet settled" if action.status == INTENDED else "recorded"
+    return "reserved and not yet settled" if action.status == ActionStatus.INTENDED else "recorded"
 
 
 def _repeat_message(
@@ -491,10 +483,10 @@ def settle_action(
     recorded without an intent is already succeeded. Only the agent that reserved the intent, or a
     supervisor, settles it (NotIntentOwner). The state row is locked once, and nothing else is.
     """
-    if status not in (SUCCEEDED, FAILED):
+    if status not in (ActionStatus.SUCCEEDED, ActionStatus.FAILED):
         raise InvalidInput(f"status {status!r}: settle an intent as succeeded or failed", field="status")
     reason = (reason or "").strip()
-    if status == FAILED and not reason:
+    if status == ActionStatus.FAILED and not reason:
         raise InvalidInput("a failed intent needs a reason (what the tool answered)", field="reason")
     pinned = _lock_state_only(ticket)
     current = pinned.items.find_action(action_id)
@@ -507,12 +499,14 @@ def settle_action(
         )
     if current.status == status:
         return ActionSettled(body=_answer(current, pinned), changed=False)
-    if current.status != INTENDED:
+    if current.status != ActionStatus.INTENDED:
         raise ActionAlreadySettled(
             f"action {action_id} is already {current.status}; it cannot become {status}",
             action=_public(current),
         )
-    new_status: ActionStatus = SUCCEEDED if status == SUCCEEDED else FAILED
+    new_status: ActionStatus = (
+        ActionStatus.SUCCEEDED if status == ActionStatus.SUCCEEDED else ActionStatus.FAILED
+    )
     action, pinned = change_pinned_state(
         ticket=ticket,
         op=StateOp.ACTION_SETTLED,

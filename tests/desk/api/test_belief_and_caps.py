@@ -10,10 +10,11 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from core.errors import InvalidInput
 from tests.desk.api.conftest import REFUND, post_action, url
 from tests.factories import chat
 from tickets.accounts import create_agent
-from tickets.errors import InvalidInput, NotIntentOwner
+from tickets.errors import NotIntentOwner
 from tickets.models import ActorKind, RefusedAttempt, Ticket, TicketClass, TicketClassChange
 from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor

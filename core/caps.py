@@ -13,11 +13,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tickets.errors import describe_validation_error
-
 CappedEffect = Literal["refund", "credit"]
 CAPPED_EFFECTS: tuple[CappedEffect, ...] = ("refund", "credit")
 Scope = Literal["ticket", "order"]
+
+
+def _described(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors())
 
 
 class CatalogCapsError(ValueError):
@@ -47,7 +49,7 @@ class MoneyCaps(BaseModel):
         except ValidationError as exc:
             raise CatalogCapsError(
                 'money caps must look like {"refund": {"per_ticket_cents": 10000, "per_order_cents": 15000, '
-                f'"share_of_paid": 1.0}}, "credit": {{...}}: {describe_validation_error(exc)}'
+                f'"share_of_paid": 1.0}}, "credit": {{...}}: {_described(exc)}'
             ) from None
 
     def of(self, effect: str) -> EffectCaps | None:
