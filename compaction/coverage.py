@@ -32,13 +32,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from core.identity import SEPARATOR as IDENTITY_SEPARATOR
+from core.identity import normalize_item
 from core.identity import normalize_name as identity_name
 
 # --- names -------------------------------------------------------------------------------------------
 
 
 def normalize_name(name: str) -> str:
-    """A tool or item name as words: the desk's one identity (`tickets.identity`), so the guard and the check
+    """A tool or item name as words: the desk's one identity (`core.identity`), so the guard and the check
     agree on what "the same item" is, with its separator read as a space."""
     return identity_name(name).replace(IDENTITY_SEPARATOR, " ")
 
@@ -657,7 +658,8 @@ def _structured(entry: str) -> dict[str, Any] | None:
 def _same_action(action: dict[str, Any], other: dict[str, Any]) -> Match:
     same = (
         normalize_name(str(action.get("tool") or "")) == normalize_name(str(other.get("tool") or ""))
-        and normalize_name(str(action.get("item") or "")) == normalize_name(str(other.get("item") or ""))
+        # The guard's item key: `the garden tables` and `table (garden)` are the pinned `garden-table`.
+        and normalize_item(str(action.get("item") or "")) == normalize_item(str(other.get("item") or ""))
         and int(action.get("amount_cents") or 0) == int(other.get("amount_cents") or 0)
     )
     if not same:

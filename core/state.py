@@ -10,16 +10,32 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
 from core.errors import InvalidInput
-from core.identity import MONEY_EFFECTS, MoneyEffect, ToolCatalog, action_identity
+from core.identity import (
+    MONEY_EFFECTS,
+    MoneyEffect,
+    ToolCatalog,
+    action_items,
+    guard_effect,
+    normalize_name,
+)
 from core.vocabulary import ActionStatus, ActorKind
 
 # Kept in the stored data, left out of what the agent reads (it costs tokens and tells the model nothing).
-STORED_ONLY_ACTION_FIELDS = {"intended_at"}
+# The owner (the user id of the agent that recorded it, who alone settles it besides a supervisor) likewise.
+STORED_ONLY_ACTION_FIELDS = {"intended_at", "recorded_by_user_id"}
+
+
+# How the desk knows an item: the tool result that settled it, the customer's own turn, the agent's inference,
+# a supervisor's correction, a payments-ledger entry. None: not said (items kept from before it was recorded).
+Provenance = Literal[
+    "tool_result", "customer_turn", "agent_inference", "supervisor_correction", "ledger_entry"
+]
+PROVENANCES: tuple[Provenance, ...] = get_args(Provenance)
 
 
 class _Item(BaseModel):
@@ -27,6 +43,7 @@ class _Item(BaseModel):
 
     id: str
     at_turn: int | None = Field(default=None, ge=1)
+    source: Provenance | None = None
 
 
 class ActionItem(_Item):
@@ -48,6 +65,7 @@ class ActionItem(_Item):
     # The payment system's reference for the money it moved (a settle may carry it): the ledger reconciler
     # matches on it first. Left out of the stored and agent-facing JSON until an action has one.
     external_ref: str | None = Field(default=None, max_length=200, exclude_if=lambda value: value is None)
+    recorded_by_user_id: int | None = None
 
     @property
     def holds_item(self) -> bool:
@@ -77,6 +95,12 @@ _TOTAL_OF: dict[MoneyEffect, str] = {
 }
 # The totals' names, in the agent-facing document's order.
 MONEY_TOTALS = tuple(_TOTAL_OF.values())
+
+
+def total_name(effect: MoneyEffect) -> str:
+    """The agent-facing name of a money effect's total (refund -> refunded_cents_total)."""
+    return _TOTAL_OF[effect]
+
 
 # The item lists of the state.
 ITEM_LISTS = ("actions_taken", "customer_constraints", "open_questions", "decisions")
@@ -163,6 +187,15 @@ class StateItems(BaseModel):
                     moved[effect] += action.amount_cents
         return {_TOTAL_OF[effect]: cents for effect, cents in moved.items()}
 
+    def held_cents(self, effect: str) -> int:
+        """Cents of this money effect that succeeded or are reserved (intents count against a cap)."""
+        tools = self._tools
+        return sum(
+            a.amount_cents
+            for a in self.actions_taken
+            if a.holds_item and tools.money_effect(a.tool) == effect
+        )
+
     def money_total(self, effect: MoneyEffect) -> int:
         return self.totals()[_TOTAL_OF[effect]]
 
@@ -215,24 +248,29 @@ class StateItems(BaseModel):
         self._changed("actions_taken", before, action)
         return action
 
-    def state_constraint(self, *, text: str, at_turn: int | None) -> TextItem:
-        constraint = TextItem(id=self.next_id("C", self.customer_constraints), text=text, at_turn=at_turn)
+    def state_constraint(
+        self, *, text: str, at_turn: int | None, source: Provenance | None = None
+    ) -> TextItem:
+        constraint = TextItem(
+            id=self.next_id("C", self.customer_constraints), text=text, at_turn=at_turn, source=source
+        )
         self.customer_constraints.append(constraint)
         self._added("customer_constraints", constraint)
         return constraint
 
-    def edit_constraint(self, *, constraint_id: str, text: str) -> TextItem:
+    def edit_constraint(self, *, constraint_id: str, text: str, source: Provenance | None = None) -> TextItem:
         constraint = next((c for c in self.customer_constraints if c.id == constraint_id), None)
         if constraint is None:
             raise InvalidInput(f"no constraint {constraint_id!r} on this ticket", field="target_id")
         before = self._snapshot(constraint)
         constraint.text = text
+        constraint.source = source or constraint.source
         self._changed("customer_constraints", before, constraint)
         return constraint
 
-    def open_question(self, *, text: str, at_turn: int | None) -> TextItem:
+    def open_question(self, *, text: str, at_turn: int | None, source: Provenance | None = None) -> TextItem:
         self.questions_opened += 1
-        question = TextItem(id=f"Q{self.questions_opened}", text=text, at_turn=at_turn)
+        question = TextItem(id=f"Q{self.questions_opened}", text=text, at_turn=at_turn, source=source)
         self.open_questions.append(question)
         self._added("open_questions", question)
         return question
@@ -247,8 +285,8 @@ class StateItems(BaseModel):
         open_ones = ", ".join(f"{q.id} {q.text!r}" for q in self.open_questions) or "none"
         raise InvalidInput(f"no open question {question!r}; open questions: {open_ones}", field="text")
 
-    def make_decision(self, *, text: str, at_turn: int | None) -> TextItem:
-        decision = TextItem(id=self.next_id("D", self.decisions), text=text, at_turn=at_turn)
+    def make_decision(self, *, text: str, at_turn: int | None, source: Provenance | None = None) -> TextItem:
+        decision = TextItem(id=self.next_id("D", self.decisions), text=text, at_turn=at_turn, source=source)
         self.decisions.append(decision)
         self._added("decisions", decision)
         return decision
@@ -256,15 +294,34 @@ class StateItems(BaseModel):
     def find_action(self, action_id: str) -> ActionItem | None:
         return next((a for a in self.actions_taken if a.id == action_id), None)
 
-    def earlier_irreversible(self, *, tool: str, item: str) -> ActionItem | None:
-        """The irreversible action that holds this (tool, item) identity, however either was spelled."""
-        identity = action_identity(tool, item)
+    def earlier_irreversible(
+        self, *, tool: str, item: str, args: dict[str, Any] | None = None
+    ) -> ActionItem | None:
+        """The irreversible action that still holds what this one would do, however either was spelled.
+
+        A money tool is compared by what it does (a refund and a store credit both pay the buyer back; a
+        charge takes from them) on the same item, whichever tool it is: its `item`, else the items named in
+        its `args`; no item at all means the whole order, which every item of it collides with. Any other
+        irreversible tool is compared by its name and its item.
+        """
         tools = self._tools  # read once: a private attribute goes through pydantic's __getattr__
+        effect = tools.money_effect(tool)
+        items = action_items(item, args)
+        name = normalize_name(tool)
         for action in self.actions_taken:
-            if (
-                action_identity(action.tool, action.item) == identity
-                and action.holds_item
-                and (not action.reversible or tools.is_irreversible(action.tool))
+            if not action.holds_item or not (not action.reversible or tools.is_irreversible(action.tool)):
+                continue
+            earlier_effect = tools.money_effect(action.tool)
+            earlier_items = action_items(action.item, action.args)
+            if effect is not None:
+                if earlier_effect is None or guard_effect(earlier_effect) != guard_effect(effect):
+                    continue
+                if not items or not earlier_items or items & earlier_items:
+                    return action
+            elif (
+                earlier_effect is None
+                and normalize_name(action.tool) == name
+                and (items == earlier_items or items & earlier_items)
             ):
                 return action
         return None
@@ -280,6 +337,7 @@ class StateItems(BaseModel):
             raise InvalidInput(f"no action {action_id!r} on this ticket", field="action_id")
         before = self._snapshot(action)
         action.status = status
+        action.source = "tool_result"  # the tool's answer settled it, whichever way
         if status == ActionStatus.FAILED:
             action.failure_reason = reason
         if external_ref:
@@ -293,6 +351,8 @@ def agent_state(
 ) -> dict[str, Any]:
     """The agent-facing pinned state: the seed's shape, plus decisions and the version."""
     dumped = items.model_dump(mode="json", exclude={"actions_taken": {"__all__": STORED_ONLY_ACTION_FIELDS}})
+    for name in ITEM_LISTS:
+        dumped[name] = [_without_unsaid_source(item) for item in dumped[name]]
     return state_document(
         ticket=ticket,
         order=order,
@@ -323,8 +383,17 @@ def state_document(
     }
 
 
+def _without_unsaid_source(item: dict[str, Any]) -> dict[str, Any]:
+    """An item without `source` when none was said: states kept from before provenance read as they did."""
+    if "source" in item and item["source"] is None:
+        return {k: v for k, v in item.items() if k != "source"}
+    return item
+
+
 def agent_item(category: str, item: dict[str, Any]) -> dict[str, Any]:
-    """A stored item as the agent-facing state shows it (an action without its stored-only fields)."""
+    """A stored item as the agent-facing state shows it (an action without its stored-only fields, any item
+    without an unsaid source)."""
+    item = _without_unsaid_source(item)
     if category != "actions_taken":
         return item
     return {k: v for k, v in item.items() if k not in STORED_ONLY_ACTION_FIELDS}

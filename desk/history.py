@@ -143,6 +143,14 @@ def _state_change(change: StateChange) -> dict[str, Any]:
     }
 
 
+def _refused_why(attempt: RefusedAttempt) -> str:
+    if attempt.code == "cap_exceeded":
+        return ": past a cap of the class"
+    if attempt.code == "belief_stale":
+        return f": the agent's belief was stale ({attempt.earlier_action_id or 'no action'} behind it)"
+    return f": held by {attempt.earlier_action_id}"
+
+
 def _refused(attempt: RefusedAttempt, state: dict[str, Any]) -> dict[str, Any]:
     return {
         "kind": "refused_attempt",
@@ -152,8 +160,9 @@ def _refused(attempt: RefusedAttempt, state: dict[str, Any]) -> dict[str, Any]:
         "summary": f"refused {attempt.tool}"
         + (f" for {attempt.item}" if attempt.item else "")
         + (f", {attempt.amount_cents} cents" if attempt.amount_cents else "")
-        + f": held by {attempt.earlier_action_id}",
+        + _refused_why(attempt),
         "detail": {
+            "code": attempt.code,
             "tool": attempt.tool,
             "item": attempt.item,
             "amount_cents": attempt.amount_cents,

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from core.errors import DeskError
 from core.identity import CatalogError, ToolCatalog, default_irreversible_tools, default_money_tools
+from core.state import Provenance
 from core.vocabulary import IMPORT_EVENT_OPS, THREAD_ROLES, StateOp, SummarizerBackend, TurnOutcome, TurnRole
 from desk.turns import receive_turn
 from tickets.errors import RepeatRefused, describe_validation_error
@@ -53,6 +54,8 @@ class ImportEvent(BaseModel):
     repeat_of_earlier: bool = False
     reason: str = ""
     expect_refused: bool = False
+    # How the desk knows it (core.state.PROVENANCES); not said when absent.
+    source: Provenance | None = None
 
 
 class ImportTurn(BaseModel):
@@ -277,6 +280,7 @@ def _apply_event(
     report: TicketImported,
 ) -> None:
     at_turn = event.at_turn or turn_number
+    source = event.source
     try:
         if event.type == StateOp.ACTION_TAKEN:
             if not event.tool:
@@ -295,6 +299,7 @@ def _apply_event(
                     repeat_of_earlier=event.repeat_of_earlier,
                     reason=event.reason,
                     by=by,
+                    source=source,
                 )
             except RepeatRefused as refused:
                 if event.expect_refused:
@@ -309,6 +314,6 @@ def _apply_event(
             return
         if not event.text:
             raise ImportFileError(f"{where}.text: a {event.type} event needs its text")
-        change_state(ticket=ticket, op=event.type, text=event.text, at_turn=at_turn, by=by)
+        change_state(ticket=ticket, op=event.type, text=event.text, at_turn=at_turn, by=by, source=source)
     except DeskError as exc:
         raise ImportFileError(f"{where}: {exc.message}") from None

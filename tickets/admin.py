@@ -7,6 +7,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from core.caps import CatalogCapsError, MoneyCaps
 from core.identity import CatalogError, ToolCatalog
 from core.tokens import UnknownEncoding, get_encoding
 from core.vocabulary import ActorKind
@@ -76,6 +77,11 @@ class TicketClassForm(forms.ModelForm):
             and not cleaned.get("change_reason", "").strip()
         ):
             self.add_error("change_reason", "Say why the class changes: the reason is kept in its audit.")
+        if "money_caps" in cleaned:
+            try:
+                MoneyCaps.build(cleaned["money_caps"])
+            except CatalogCapsError as exc:
+                self.add_error("money_caps", str(exc))
         return cleaned
 
 

@@ -29,6 +29,24 @@ class RepeatRefused(DeskError):
     code = "repeat_refused"
 
 
+class BeliefStale(DeskError):
+    """The agent's belief about the ticket's money (`expects`) is not the desk's: the tool must not run."""
+
+    code = "belief_stale"
+
+
+class CapExceeded(DeskError):
+    """The action would take a money total past one of the class's caps."""
+
+    code = "cap_exceeded"
+
+
+class NotIntentOwner(DeskError):
+    """Only the agent that reserved an intent, or a supervisor, settles it."""
+
+    code = "not_intent_owner"
+
+
 class IdempotencyKeyReused(DeskError):
     """The same idempotency key with a different request body."""
 

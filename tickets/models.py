@@ -11,6 +11,7 @@ from django.db.models import Exists, F, IntegerField, OuterRef, Q, Value
 from django.db.models.functions import Cast, Floor, Now
 from django.urls import reverse
 
+from core.caps import MoneyCaps
 from core.identity import ToolCatalog, default_irreversible_tools, default_money_tools
 from core.state import ItemChange, StateItems, agent_state
 from core.tokens import REPLY_PRIMING_TOKENS
@@ -55,6 +56,18 @@ class TicketClass(models.Model):
         help_text='Tools that move money and how, e.g. {"issue_refund": "refund", "send_certificate": "credit"}; '
         "effects: refund, charge, credit. Only refund tools count in refunded_cents_total.",
     )
+    money_caps = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='The most refunded and credited, per ticket and per order, e.g. {"refund": {"per_ticket_cents": '
+        '10000, "per_order_cents": 15000, "share_of_paid": 1.0}}; share_of_paid caps both at that share of the '
+        "order's paid amount when the ticket carries it. Reserved intents count against a cap.",
+    )
+    require_belief = models.BooleanField(
+        default=False,
+        help_text='An intent for a money tool must say what the agent believes of the ticket\'s money ("expects": '
+        '{"refunded_cents_total": 0}); without it, 400.',
+    )
     intent_timeout_minutes = models.PositiveIntegerField(
         default=15,
         validators=[MinValueValidator(1)],
@@ -87,6 +100,11 @@ class TicketClass(models.Model):
     def tool_catalog(self) -> ToolCatalog:
         """The class's tools, normalized (CatalogError when the stored JSON is not a catalog)."""
         return ToolCatalog.build(irreversible=self.irreversible_tools, money=self.money_tools)
+
+    @property
+    def caps(self) -> MoneyCaps:
+        """The class's money caps (CatalogCapsError when the stored JSON is not caps)."""
+        return MoneyCaps.build(self.money_caps)
 
 
 class TicketClassChange(models.Model):
@@ -167,6 +185,11 @@ class Ticket(models.Model):
     # the turns, the pinned state or the active summary, so the queue can sort and filter on it.
     context_tokens = models.PositiveIntegerField(default=0)
     turn_count = models.PositiveIntegerField(default=0)
+    order_paid_cents = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="What the buyer paid for the order, when known: caps may be a share of it.",
+    )
     # When the oldest intended action still waiting to be settled was made; kept by the state services so
     # the queue finds stale intents with one indexed query.
     open_intent_since = models.DateTimeField(null=True, blank=True)
@@ -381,6 +404,11 @@ class RefusedAttempt(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    code = models.CharField(
+        max_length=30,
+        default="repeat_refused",
+        help_text="Why: repeat_refused, belief_stale or cap_exceeded (the API's error code).",
+    )
     tool = models.CharField(max_length=100)
     item = models.CharField(max_length=200, blank=True)
     amount_cents = models.BigIntegerField(default=0)
@@ -389,7 +417,9 @@ class RefusedAttempt(models.Model):
         default=0, help_text="The ticket's newest turn when the attempt was refused."
     )
     request = models.JSONField(help_text="The request as the agent sent it.")
-    earlier_action_id = models.CharField(max_length=20, help_text="The action that refused it (A1, ...).")
+    earlier_action_id = models.CharField(
+        max_length=20, blank=True, help_text="The action that refused it (A1, ...); empty for a cap."
+    )
     message = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
 

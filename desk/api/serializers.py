@@ -10,6 +10,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.state import PROVENANCES
 from core.vocabulary import (
     AGENT_STATE_OPS,
     RECORD_STATUSES,
@@ -99,6 +100,22 @@ class ActionIn(StrictSerializer):
         help_text="intended: reserve the action before its tool runs (settle it with PATCH afterwards); "
         "absent or succeeded: the tool already succeeded.",
     )
+    expects = JSONObjectField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="What the agent believes of the ticket's money, from the state it was given: any of "
+        "refunded_cents_total, charged_cents_total, credited_cents_total, and succeeded_count (the succeeded "
+        "actions of this tool). A figure that is not the desk's, or that an unsettled intent may still move, "
+        "is refused with 409 belief_stale before the tool runs.",
+    )
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named source (DRF pops declared fields)
+        choices=["tool_result", "customer_turn", "agent_inference"],
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="How the agent knows it: the tool's result, the customer's own turn, or its own inference.",
+    )
 
 
 class ActionSettleIn(StrictSerializer):
@@ -128,6 +145,13 @@ class StateChangeIn(StrictSerializer):
     )
     at_turn = StrictIntegerField(
         required=False, allow_null=True, min_value=1, max_value=MAX_INT, default=None
+    )
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named source (DRF pops declared fields)
+        choices=["tool_result", "customer_turn", "agent_inference"],
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="How the agent knows it: the tool's result, the customer's own turn, or its own inference.",
     )
 
 
@@ -217,12 +241,24 @@ class ActionOut(serializers.Serializer):
     external_ref = serializers.CharField(
         required=False, help_text="The payment system's reference, once a settle carried one."
     )
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named source (DRF pops declared fields)
+        choices=list(PROVENANCES),
+        required=False,
+        help_text="How the desk knows it (absent when nobody said): tool_result, customer_turn, "
+        "agent_inference, supervisor_correction or ledger_entry.",
+    )
 
 
 class TextItemOut(serializers.Serializer):
     id = serializers.CharField()
     at_turn = serializers.IntegerField(allow_null=True)
     text = serializers.CharField()
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named source (DRF pops declared fields)
+        choices=list(PROVENANCES),
+        required=False,
+        help_text="How the desk knows it (absent when nobody said): tool_result, customer_turn, "
+        "agent_inference, supervisor_correction or ledger_entry.",
+    )
 
 
 class PinnedStateOut(serializers.Serializer):

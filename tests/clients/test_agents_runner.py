@@ -354,3 +354,36 @@ def test_a_model_server_that_reuses_call_ids_across_runs_keeps_both_calls_in_the
         "tool_call_id", flat=True
     )
     assert list(stored) == ["call_1", "call_1"]
+
+
+@needs_intents
+def test_a_guarded_tool_sends_the_belief_of_the_context_and_a_refund_in_other_words_does_not_run(
+    client: DeskClient, standard_class: TicketClass
+) -> None:
+    """The model was given a state with nothing refunded; it refunds the table, then (in other words) the
+    scratched leg: the belief it was given is stale, so the second refund does not run."""
+    ticket_id = open_t40118(client)
+    payments = Payments()
+    script = [
+        call("issue_refund", REFUND_ARGS, "call_1"),
+        call("issue_refund", {**REFUND_ARGS, "item": "scratched leg"}, "call_2"),
+        say("The table was refunded."),
+    ]
+
+    async def run(model: ScriptedModel) -> str:
+        session = DeskSession(ticket_id, client=client)
+
+        def issue_refund(order: str, item: str, amount_cents: int, reason: str = "") -> str:
+            """Refund part of an order."""
+            return payments.issue_refund(order, item, amount_cents, reason)
+
+        tool = guarded(issue_refund, client=client, ticket_id=ticket_id, expects=session.belief)
+        result = await Runner.run(agent_for(model, [tool]), "Refund the damage please.", session=session)
+        return str(result.final_output)
+
+    with scripted_model(script) as model:
+        final = run_async(run(model))
+    assert payments.refunds == [("SU-87310", "garden-table", 4000)] and final == "The table was refunded."
+    told = json.loads(model.tool_messages(2)[-1]["content"])
+    assert told["error"] == "belief_stale" and "did NOT run" in told["note"]
+    assert told["actions"][0]["item"] == "garden-table"

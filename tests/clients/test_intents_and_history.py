@@ -6,7 +6,7 @@ These wait for their endpoints (PATCH .../actions/{id}/ and GET .../history/) an
 from __future__ import annotations
 
 import pytest
-from sundry_desk_client import Conflict, DeskClient, RepeatRefused
+from sundry_desk_client import BeliefStale, Conflict, DeskClient, RepeatRefused
 
 from tests.clients.conftest import needs_history, needs_intents, open_t40118
 from tickets.models import TicketClass
@@ -72,3 +72,18 @@ def test_the_history_is_newest_first_and_pages_through_everything(
     assert "refus" in entries[0].text()  # the newest change is the refused attempt
     # The oldest changes come last: the ticket opened, then turn 1.
     assert any(e.kind == "turn" and '"number":1,' in e.text() for e in entries[-3:])
+
+
+@needs_intents
+def test_the_client_sends_the_agents_belief_and_a_stale_one_is_refused_before_the_tool_runs(
+    client: DeskClient, standard_class: TicketClass
+) -> None:
+    ticket_id = open_t40118(client)
+    client.append_turn(ticket_id, role="customer", content="Refund the table leg please.")
+    believed = {"refunded_cents_total": client.state(ticket_id).refunded_cents_total}
+    first = client.reserve_intent(ticket_id, **REFUND, expects=believed)
+    client.settle_intent(ticket_id, first.action.id, succeeded=True)
+    with pytest.raises(BeliefStale) as raised:
+        client.reserve_intent(ticket_id, **{**REFUND, "item": "scratched leg"}, expects=believed)
+    assert raised.value.actual == 4000
+    assert [a["id"] for a in raised.value.body["actions"]] == [first.action.id]

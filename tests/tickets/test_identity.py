@@ -87,7 +87,11 @@ def test_money_effects_of_the_default_catalog(tool: str, effect: str | None) -> 
 def test_a_class_catalog_matches_globs_on_normalized_names() -> None:
     tools = ToolCatalog.build(irreversible=["Wire-*"], money={"wire_*": "charge", "Wire Refund": "refund"})
     assert tools.is_irreversible("wire_transfer") and tools.is_irreversible("WIRE-refund")
-    assert not tools.is_irreversible("issue_refund")  # the class replaced the defaults
+    # The class replaced the defaults: issue_refund is not listed, but its name says refund, so it is money
+    # (and irreversible) until an admin classifies it; classified as no money (null), it is neither.
+    assert tools.is_unclassified_money("issue_refund") and tools.is_irreversible("issue_refund")
+    classified = ToolCatalog.build(irreversible=[], money={"issue_refund": None})
+    assert not classified.is_irreversible("issue_refund") and classified.money_effect("issue_refund") is None
     assert tools.money_effect("wire-refund") == "refund"  # an exact name wins over a glob
     assert tools.money_effect("wire_transfer") == "charge"
 
@@ -107,3 +111,75 @@ def test_a_catalog_that_is_not_one_is_refused_saying_why(
 ) -> None:
     with pytest.raises(CatalogError, match=message):
         ToolCatalog.build(irreversible=irreversible, money=money)
+
+
+def test_every_unicode_dash_and_minus_is_a_separator() -> None:
+    import sys
+    import unicodedata
+
+    from core.identity import DASH_CODE_POINTS
+
+    dashes = {cp for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)) == "Pd"}
+    assert dashes <= set(DASH_CODE_POINTS)
+    for cp in [*DASH_CODE_POINTS]:
+        assert normalize_name(f"garden{chr(cp)}table") == "garden_table", hex(cp)
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "garden-table",
+        "garden\u2011table",
+        "garden\u2212table",
+        "garden-table.",
+        "the garden table",
+        "garden-tables",
+        "the garden tables",
+        "table (garden)",
+        "garden-table (SU-87310)",
+        "garden-table #1",
+        "garden/table",
+        "gardentable",
+        "Garden Table, order W2611340",
+    ],
+)
+def test_one_item_key_for_every_way_of_naming_it(spelling: str) -> None:
+    from core.identity import normalize_item
+
+    assert normalize_item(spelling) == normalize_item("garden-table") == "gardentable"
+
+
+def test_item_keys_keep_different_things_apart() -> None:
+    from core.identity import normalize_item
+
+    assert normalize_item("scratched leg") != normalize_item("garden-table")
+    assert normalize_item("item-12") != normalize_item("item-0")
+    assert normalize_item("a") == "a" and normalize_item("b") == "b"  # an item that is only an article
+    assert normalize_item("boxes") == normalize_item("box") and normalize_item("batteries") == "battery"
+    assert normalize_item("") == normalize_item("SU-87310") == ""  # only an order reference: the whole order
+
+
+@pytest.mark.parametrize(
+    ("tool", "effect"),
+    [
+        ("issueRefund", "refund"),
+        ("stripe.refund", "refund"),
+        ("refunds.create", "refund"),
+        ("issue_store_credit", "credit"),
+        ("chargeCard", "charge"),
+        ("lookup_order", None),
+        ("refundable_check", None),
+    ],
+)
+def test_a_tool_outside_the_catalog_is_money_when_its_name_says_so(tool: str, effect: str | None) -> None:
+    tools = ToolCatalog.build(irreversible=[], money={})
+    assert tools.money_effect(tool) == effect
+    assert tools.is_unclassified_money(tool) is (effect is not None)
+    assert tools.is_irreversible(tool) is (effect is not None)
+
+
+def test_a_reason_needs_words() -> None:
+    from core.identity import has_words
+
+    assert not any(has_words(r) for r in [".", "\u200b", " ", "-", "!!", "1", "\u200b.\u200b"])
+    assert has_words("the buyer was charged twice") and has_words("ok")

@@ -15,16 +15,26 @@ from django.db.models import JSONField, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from core.errors import InvalidInput
-from core.state import ActionItem, StateItems
-from core.vocabulary import ActionStatus, StateOp
+from core.caps import CapBreach, cap_breach
+from core.errors import DeskError, InvalidInput
+from core.identity import has_words, normalize_name
+from core.state import MONEY_TOTALS, ActionItem, StateItems, agent_item, total_name
+from core.vocabulary import ActionStatus, ActorKind, StateOp
 from tickets.compiled_reads import CompiledRead
-from tickets.errors import ActionAlreadySettled, ActionNotFound, IdempotencyKeyReused, RepeatRefused
+from tickets.errors import (
+    ActionAlreadySettled,
+    ActionNotFound,
+    BeliefStale,
+    CapExceeded,
+    IdempotencyKeyReused,
+    NotIntentOwner,
+    RepeatRefused,
+)
 from tickets.fingerprints import request_fingerprint
 from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, Ticket
 from tickets.services.actors import SYSTEM, Actor
-from tickets.services.idempotency import hold_key
-from tickets.services.state_changes import change_pinned_state, check_turn
+from tickets.services.idempotency import hold_key, hold_order
+from tickets.services.state_changes import change_pinned_state, check_source, check_turn
 
 
 @dataclass(frozen=True)
@@ -41,7 +51,7 @@ def _answer(action: ActionItem, pinned: PinnedState) -> dict[str, Any]:
     """What an action request is answered with: the action, the state version and the money totals."""
     totals = pinned.items.totals()  # one pass over the actions for the three
     return {
-        "action": action.model_dump(mode="json", exclude={"intended_at"}),
+        "action": _public(action),
         "state_version": pinned.version,
         **{
             name: totals[name]
@@ -68,6 +78,8 @@ def record_action(
     status: str | None = None,
     by: Actor = SYSTEM,
     refuse_in_flight: bool = False,
+    expects: dict[str, Any] | None = None,
+    source: str | None = None,
 ) -> ActionRecorded:
     """Record an action: reserve it before its tool runs (`status="intended"`), or record one that succeeded.
 
@@ -79,6 +91,11 @@ def record_action(
     is none). A request with the same key still in flight waits for it and gets its replay; with
     `refuse_in_flight` (the API, as the Idempotency-Key draft wants) it is refused at once instead
     (IdempotencyKeyInFlight).
+
+    Before any of that can reserve money: the agent's belief (`expects`: a money total, or
+    `succeeded_count`, the succeeded actions of this tool) must be the desk's figure with no intent open
+    that would move it (BeliefStale), and the class's caps must leave room for the amount (CapExceeded);
+    both refusals are kept like a repeat's.
     """
     outcome = _record_action(
         ticket=ticket,
@@ -94,12 +111,15 @@ def record_action(
         status=status,
         by=by,
         refuse_in_flight=refuse_in_flight,
+        expects=expects,
+        source=source,
     )
     if isinstance(outcome, ActionRecorded):
         return outcome
     # Nothing was written for the refused request; the refusal is, then raised past the writing block.
     attempt = RefusedAttempt.objects.create(
         ticket=ticket,
+        code=outcome.error.code,
         actor_kind=by.kind,
         actor=by.user,
         tool=tool,
@@ -108,26 +128,114 @@ def record_action(
         at_turn=at_turn,
         thread_turn=outcome.thread_turn,
         request=outcome.request,
-        earlier_action_id=outcome.earlier.id,
-        message=outcome.message,
+        earlier_action_id=outcome.earlier_id,
+        message=outcome.error.message,
     )
-    raise RepeatRefused(
-        outcome.message,
-        earlier_action=outcome.earlier.model_dump(mode="json", exclude={"intended_at"}),
-        refunded_cents_total=outcome.refunded_cents_total,
-        refused_attempt_id=attempt.pk,
-    )
+    outcome.error.detail["refused_attempt_id"] = attempt.pk
+    raise outcome.error
 
 
 @dataclass(frozen=True)
 class _Refusal:
-    """A repeat the guard refused, before anything was written."""
+    """What the guard refused (a repeat, a stale belief, a cap), before anything was written."""
 
-    earlier: ActionItem
-    message: str
+    error: DeskError
+    earlier_id: str
     request: dict[str, Any]
     thread_turn: int
-    refunded_cents_total: int
+
+
+def _public(action: ActionItem) -> dict[str, Any]:
+    """The action as the agent-facing state shows it (no stored-only fields, no unsaid source)."""
+    return agent_item("actions_taken", action.model_dump(mode="json"))
+
+
+BELIEF_KEYS = (*MONEY_TOTALS, "succeeded_count")
+
+
+def _check_expects(expects: dict[str, Any]) -> dict[str, int]:
+    unknown = sorted(set(expects) - set(BELIEF_KEYS))
+    if unknown:
+        raise InvalidInput(
+            f"expects: unknown figure {unknown[0]!r}; the desk checks {', '.join(BELIEF_KEYS)}",
+            field="expects",
+        )
+    for name, value in expects.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidInput(f"expects.{name} must be a whole number, 0 or more", field="expects")
+    return dict(expects)
+
+
+def _stale_belief(items: StateItems, *, tool: str, expects: dict[str, int]) -> BeliefStale | None:
+    """The first figure the agent believes that is not the desk's (or that an open intent may still move)."""
+    tools = items.tools
+    totals = items.totals()
+    name = normalize_name(tool)
+    for key, believed in expects.items():
+        if key == "succeeded_count":
+            behind = [a for a in items.actions_taken if normalize_name(a.tool) == name and a.holds_item]
+            actual = sum(1 for a in behind if a.status == ActionStatus.SUCCEEDED)
+            what = f"succeeded {tool} actions"
+        else:
+            behind = [
+                a
+                for a in items.actions_taken
+                if a.holds_item
+                and (effect := tools.money_effect(a.tool)) is not None
+                and total_name(effect) == key
+            ]
+            actual = totals[key]
+            what = key
+        pending = [a for a in behind if a.status == ActionStatus.INTENDED]
+        if actual == believed and not pending:
+            continue
+        named = "; ".join(f"{a.id} {a.describe()} ({a.status})" for a in behind) or "none"
+        message = f"refused: you expect {what} to be {believed}, the desk has {actual}"
+        if pending:
+            message += f", and {len(pending)} intent(s) not yet settled may change it"
+        message += f"; the actions behind it: {named}. Re-read the state before acting."
+        return BeliefStale(
+            message,
+            figure=key,
+            expected=believed,
+            actual=actual,
+            actions=[_public(a) for a in behind],
+            **{name: totals[name] for name in MONEY_TOTALS},
+        )
+    return None
+
+
+def _order_used_cents(ticket: Ticket, effect: str) -> int:
+    """What the order's other tickets hold of this money effect (succeeded or reserved)."""
+    others = (
+        PinnedState.objects.select_related("ticket__ticket_class")
+        .filter(ticket__order_id=ticket.order_id)
+        .exclude(ticket_id=ticket.pk)
+    )
+    return sum(other.items.held_cents(effect) for other in others)
+
+
+def _cap_refusal(pinned: PinnedState, *, tool: str, amount_cents: int) -> CapBreach | None:
+    locked_ticket = pinned.ticket
+    caps = locked_ticket.ticket_class.caps
+    items = pinned.items
+    effect = items.tools.money_effect(tool)
+    if effect is None or caps.of(effect) is None:
+        return None
+    ticket_used = items.held_cents(effect)
+    order_used = None
+    if caps.has_order_caps(effect):
+        # One money intent at a time per order, across its tickets: the others' figures are then decisive.
+        hold_order(locked_ticket.order_id)
+        order_used = ticket_used + _order_used_cents(locked_ticket, effect)
+    return cap_breach(
+        caps,
+        effect=effect,
+        amount_cents=amount_cents,
+        ticket_used_cents=ticket_used,
+        order_used_cents=order_used,
+        order_paid_cents=locked_ticket.order_paid_cents,
+    )
 
 
 def _locked_state(ticket_pk: int, idempotency_key: str) -> QuerySet[PinnedState]:
@@ -177,6 +285,8 @@ def _record_action(
     status: str | None,
     by: Actor,
     refuse_in_flight: bool,
+    expects: dict[str, Any] | None,
+    source: str | None,
 ) -> ActionRecorded | _Refusal:
     if not idempotency_key or len(idempotency_key) > 255:
         raise InvalidInput("an idempotency key of 1 to 255 characters is required", field="idempotency_key")
@@ -186,6 +296,8 @@ def _record_action(
         raise InvalidInput("amount_cents must not be negative", field="amount_cents")
     if repeat_of_earlier and not reason.strip():
         raise InvalidInput("a deliberate repeat needs a reason", field="reason")
+    belief = None if expects is None else _check_expects(expects)
+    provenance = check_source(source)
     if status is not None and status not in RECORDABLE_STATUSES:
         raise InvalidInput(
             f"status {status!r}: record an action as intended (before its tool runs) or succeeded; "
@@ -208,6 +320,10 @@ def _record_action(
     if action_status == ActionStatus.INTENDED:
         # Only then: the keys stored before intents existed keep their fingerprints.
         request_body["status"] = ActionStatus.INTENDED
+    if belief is not None:
+        request_body["expects"] = belief
+    if provenance is not None:
+        request_body["source"] = provenance
     fingerprint = request_fingerprint(request_body)
 
     # Held first: the key's first answer is then read in the lock query's own snapshot, and a concurrent
@@ -238,21 +354,54 @@ def _record_action(
         reason=reason,
         status=action_status,
         intended_at=timezone.now() if action_status == ActionStatus.INTENDED else None,
+        source=provenance,
     )
     # A listed irreversible tool stays irreversible whatever the agent said.
     action.reversible = not items.is_irreversible(action)
-    earlier = None if action.reversible else items.earlier_irreversible(tool=tool, item=item)
-    if earlier is not None and not repeat_of_earlier:
-        return _Refusal(
-            earlier=earlier,
-            message=f"refused: {earlier.describe()} was already {_held_how(earlier)} ({earlier.id}); "
-            f"a second irreversible {tool} for {item or 'this ticket'} needs "
-            '"repeat_of_earlier": true and a reason',
-            request=request_body,
-            thread_turn=locked_ticket.turn_count,
-            refunded_cents_total=items.refunded_cents_total,
+    tools = items.tools
+    effect = tools.money_effect(tool)
+
+    def refused(error: DeskError, earlier_id: str = "") -> _Refusal:
+        return _Refusal(error, earlier_id, request_body, locked_ticket.turn_count)
+
+    needs_belief = effect is not None and action_status == ActionStatus.INTENDED and belief is None
+    if needs_belief and locked_ticket.ticket_class.require_belief:
+        raise InvalidInput(
+            f"{tool} moves money ({effect}): this ticket's class needs the intent to say what you believe "
+            'of the ticket\'s money, e.g. "expects": {"refunded_cents_total": 0}, from the state you read',
+            field="expects",
+        )
+    earlier = None if action.reversible else items.earlier_irreversible(tool=tool, item=item, args=args)
+    # A reason without a word in it (".", a zero-width space) does not make a repeat deliberate.
+    deliberate = repeat_of_earlier and has_words(reason)
+    if earlier is not None and not deliberate:
+        message = _repeat_message(items, earlier, tool=tool, item=item, effect=effect)
+        if repeat_of_earlier:
+            message += f" (the reason {reason!r} has no words in it: say why a second one is right)"
+        return refused(
+            RepeatRefused(
+                message,
+                earlier_action=_public(earlier),
+                refunded_cents_total=items.refunded_cents_total,
+                **(
+                    {"money_effect": effect, "tool_classified": not tools.is_unclassified_money(tool)}
+                    if effect
+                    else {}
+                ),
+            ),
+            earlier.id,
         )
     action.repeat_of = earlier.id if earlier else None
+    if belief is not None:
+        stale = _stale_belief(items, tool=tool, expects=belief)
+        if stale is not None:
+            actions = stale.detail["actions"]
+            return refused(stale, actions[0]["id"] if actions else "")
+    breach = _cap_refusal(pinned, tool=tool, amount_cents=amount_cents)
+    if breach is not None:
+        return refused(CapExceeded(breach.message(), **breach.as_json()))
+    if by.user is not None:
+        action.recorded_by_user_id = by.user.pk
 
     op = StateOp.ACTION_INTENDED if action_status == ActionStatus.INTENDED else StateOp.ACTION_TAKEN
     action, pinned = change_pinned_state(
@@ -279,10 +428,50 @@ def _held_how(action: ActionItem) -> str:
     return "reserved and not yet settled" if action.status == ActionStatus.INTENDED else "recorded"
 
 
+def _repeat_message(
+    items: StateItems, earlier: ActionItem, *, tool: str, item: str, effect: str | None
+) -> str:
+    """Why the guard refused: what holds the item, and by which rule it is the same action."""
+    message = f"refused: {earlier.describe()} was already {_held_how(earlier)} ({earlier.id})"
+    if effect is not None:
+        same = "the whole order" if not item and not earlier.item else item or "the whole order"
+        message += (
+            f"; {tool} is a {effect}, and a refund, a credit or another payment back to the buyer for "
+            f"{same} is the same action whatever tool makes it"
+        )
+        if not earlier.item or not item:
+            message += " (an action with no item is about the whole order, so it collides with every item)"
+        if items.tools.is_unclassified_money(tool):
+            message += (
+                f". {tool} is not in this class's catalog: its name says {effect}, so the desk treats it as "
+                "money until an admin classifies it (the class's money tools)"
+            )
+    what = f"{tool} for {item or 'this ticket'}"
+    return message + f'; a second irreversible {what} needs "repeat_of_earlier": true and a reason'
+
+
 @dataclass(frozen=True)
 class ActionSettled:
     body: dict[str, Any]
     changed: bool
+
+
+def _lock_state_only(ticket: Ticket) -> PinnedState:
+    """The ticket's state row locked, and only it: the ticket's and the class's rows are read, not locked
+    (every settle of a class would wait on a locked class row)."""
+    return (
+        PinnedState.objects.select_for_update(of=("self",))
+        .select_related("ticket__ticket_class")
+        .get(ticket=ticket)
+    )
+
+
+def _may_settle(action: ActionItem, by: Actor) -> bool:
+    """The agent that reserved the intent, or a supervisor; an intent kept from before owners were recorded
+    (no owner) may be settled by anyone who may write."""
+    if by.kind == ActorKind.SUPERVISOR or action.recorded_by_user_id is None:
+        return True
+    return by.user is not None and by.user.pk == action.recorded_by_user_id
 
 
 @transaction.atomic
@@ -298,24 +487,30 @@ def settle_action(
     """Settle an intent once its tool has run: succeeded, or failed with a reason (which frees the item).
 
     A succeeded settle may carry the payment system's reference (`external_ref`), which the ledger reconciler
-    matches on. Settling again with the same status answers the same; with the other status it is refused.
-    An action recorded without an intent is already succeeded.
+    matches on. Settling again with the same status answers the same; with the other status it is refused. An
+    action recorded without an intent is already succeeded. Only the agent that reserved the intent, or a
+    supervisor, settles it (NotIntentOwner). The state row is locked once, and nothing else is.
     """
     if status not in (ActionStatus.SUCCEEDED, ActionStatus.FAILED):
         raise InvalidInput(f"status {status!r}: settle an intent as succeeded or failed", field="status")
     reason = (reason or "").strip()
     if status == ActionStatus.FAILED and not reason:
         raise InvalidInput("a failed intent needs a reason (what the tool answered)", field="reason")
-    pinned = PinnedState.objects.select_for_update().select_related("ticket__ticket_class").get(ticket=ticket)
+    pinned = _lock_state_only(ticket)
     current = pinned.items.find_action(action_id)
     if current is None:
         raise ActionNotFound(f"no action {action_id!r} on {ticket.ticket_id}", action_id=action_id)
+    if not _may_settle(current, by):
+        raise NotIntentOwner(
+            f"action {action_id} was reserved by another agent: only that agent, or a supervisor, settles it",
+            action_id=action_id,
+        )
     if current.status == status:
         return ActionSettled(body=_answer(current, pinned), changed=False)
     if current.status != ActionStatus.INTENDED:
         raise ActionAlreadySettled(
             f"action {action_id} is already {current.status}; it cannot become {status}",
-            action=current.model_dump(mode="json", exclude={"intended_at"}),
+            action=_public(current),
         )
     new_status: ActionStatus = (
         ActionStatus.SUCCEEDED if status == ActionStatus.SUCCEEDED else ActionStatus.FAILED
@@ -329,5 +524,6 @@ def settle_action(
         ),
         at_turn=current.at_turn,
         reason=reason,
+        locked=pinned,
     )
     return ActionSettled(body=_answer(action, pinned), changed=True)

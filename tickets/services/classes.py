@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.db.models import F
 
+from core.caps import CatalogCapsError
 from core.errors import InvalidInput
 from core.identity import CatalogError
 from core.tokens import UnknownEncoding, get_encoding
@@ -31,6 +32,8 @@ CLASS_AUDITED_FIELDS = (
     "summarizer_output_price",
     "irreversible_tools",
     "money_tools",
+    "money_caps",
+    "require_belief",
     "intent_timeout_minutes",
 )
 
@@ -59,6 +62,10 @@ def save_ticket_class(*, ticket_class: TicketClass, by: User | None, reason: str
         ticket_class.tool_catalog  # noqa: B018 - builds the catalog to check it
     except CatalogError as exc:
         raise InvalidInput(str(exc), field="tools") from None
+    try:
+        ticket_class.caps  # noqa: B018 - validates the caps
+    except CatalogCapsError as exc:
+        raise InvalidInput(str(exc), field="money_caps") from None
     before: dict[str, Any] = {}
     if ticket_class.pk is not None:
         before = _class_settings(TicketClass.objects.select_for_update().get(pk=ticket_class.pk))

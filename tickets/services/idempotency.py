@@ -40,3 +40,13 @@ def hold_key(ticket: Ticket, idempotency_key: str, *, wait: bool) -> None:
             "retry it in a moment to get its result",
             idempotency_key=idempotency_key,
         )
+
+
+def hold_order(order_id: str) -> None:
+    """Take the order's advisory lock for this transaction (PostgreSQL), waiting for another: one money
+    action at a time per order, so a cap over the order's tickets reads figures nobody is about to change."""
+    if connection.vendor != "postgresql":
+        return
+    digest = hashlib.sha256(f"sundry-order:{order_id}".encode()).digest()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(digest[:8], "big", signed=True)])

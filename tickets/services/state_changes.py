@@ -13,8 +13,10 @@ from django.utils import timezone
 from core.errors import InvalidInput
 from core.state import (
     ITEM_LISTS,
+    PROVENANCES,
     ActionItem,
     ItemChange,
+    Provenance,
     StateItems,
     TextItem,
     agent_item,
@@ -189,6 +191,19 @@ def _data_edits(
     return edits
 
 
+CORRECTION: Provenance = "supervisor_correction"
+
+
+def check_source(source: str | None) -> Provenance | None:
+    """How the desk knows an item, checked: one of PROVENANCES, or None when not said."""
+    if source is None or source == "":
+        return None
+    for known in PROVENANCES:
+        if source == known:
+            return known
+    raise InvalidInput(f"source {source!r}: say one of {', '.join(PROVENANCES)}", field="source")
+
+
 def check_turn(ticket: Ticket, at_turn: int | None) -> int | None:
     """The item's turn: the one named, or the newest; refused when the ticket has no such turn."""
     if at_turn is None:
@@ -210,16 +225,18 @@ def _text(text: str, field: str = "text") -> str:
     return text
 
 
-def _apply(items: StateItems, *, op: str, text: str, at_turn: int | None) -> TextItem:
+def _apply(
+    items: StateItems, *, op: str, text: str, at_turn: int | None, source: Provenance | None = None
+) -> TextItem:
     """The text operations shared by agents and supervisors, by name."""
     if op == StateOp.CONSTRAINT_STATED:
-        return items.state_constraint(text=_text(text), at_turn=at_turn)
+        return items.state_constraint(text=_text(text), at_turn=at_turn, source=source)
     if op == StateOp.QUESTION_OPENED:
-        return items.open_question(text=_text(text), at_turn=at_turn)
+        return items.open_question(text=_text(text), at_turn=at_turn, source=source)
     if op == StateOp.QUESTION_RESOLVED:
         return items.resolve_question(question=_text(text))
     if op == StateOp.DECISION_MADE:
-        return items.make_decision(text=_text(text), at_turn=at_turn)
+        return items.make_decision(text=_text(text), at_turn=at_turn, source=source)
     raise InvalidInput(f"unknown op {op!r}", field="op")  # pragma: no cover - callers check the op first
 
 
@@ -233,11 +250,14 @@ def change_state(
     expected_version: int | None = None,
     reason: str = "",
     by: Actor = SYSTEM,
+    source: str | None = None,
 ) -> PinnedState:
     """An agent's state change other than an action: a constraint, a question opened or resolved, a decision.
 
-    A resolved question is named by its id (`Q2`) or its exact text (case aside).
+    A resolved question is named by its id (`Q2`) or its exact text (case aside). `source` says how the agent
+    knows it (a customer turn, its own inference, ...).
     """
+    provenance = check_source(source)
     if op not in AGENT_STATE_OPS:
         raise InvalidInput(f"unknown op {op!r}: expected one of {', '.join(AGENT_STATE_OPS)}", field="op")
     turn = check_turn(ticket, at_turn)
@@ -245,7 +265,7 @@ def change_state(
         ticket=ticket,
         op=StateOp(op),
         by=by,
-        mutate=lambda items: _apply(items, op=op, text=text, at_turn=turn),
+        mutate=lambda items: _apply(items, op=op, text=text, at_turn=turn, source=provenance),
         at_turn=turn,
         expected_version=expected_version,
         reason=reason,
@@ -297,15 +317,16 @@ def correct_state(
                     recorded_by="supervisor",
                     reason=reason,
                     external_ref=external_ref or None,
+                    source=CORRECTION,
                 )
             )
         if op == StateOp.ACTION_REVERSED:
             return items.reverse_action(action_id=target_id, reason=reason)
         if op == StateOp.CONSTRAINT_EDITED:
-            return items.edit_constraint(constraint_id=target_id, text=_text(text))
+            return items.edit_constraint(constraint_id=target_id, text=_text(text), source=CORRECTION)
         if op == StateOp.QUESTION_RESOLVED:
             return items.resolve_question(question=target_id or _text(text))
-        return _apply(items, op=op, text=text, at_turn=turn)
+        return _apply(items, op=op, text=text, at_turn=turn, source=CORRECTION)
 
     _, pinned = change_pinned_state(
         ticket=ticket,

@@ -133,3 +133,22 @@ def test_concurrent_refunds_of_one_item_with_new_keys_record_one_and_refuse_the_
     assert statuses == [201] + [409] * (THREADS - 1)
     assert {a.json()["error"] for a in answers if a.status_code == 409} == {"repeat_refused"}
     assert PinnedState.objects.get(ticket=ticket).items.refunded_cents_total == 4000
+
+
+def test_twenty_concurrent_intents_with_beliefs_reserve_exactly_one(setup: tuple[Ticket, str]) -> None:
+    """Twenty agents who each believe nothing was refunded ask at once, each for another item in other words:
+    identity lets them all through, the belief check (an open intent moves the figure) lets one."""
+    ticket, token = setup
+
+    def ask(client: APIClient, i: int) -> Any:
+        body = {**REFUND, "item": f"part {chr(ord('a') + i)}", "status": "intended"}
+        return post_action(client, ticket, f"belief-{i}", **body, expects={"refunded_cents_total": 0})
+
+    answers = in_threads(20, token, ask)
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [201] + [409] * 19
+    assert {a.json()["error"] for a in answers if a.status_code == 409} == {"belief_stale"}
+    actions = (
+        PinnedState.objects.select_related("ticket__ticket_class").get(ticket=ticket).items.actions_taken
+    )
+    assert [a.status for a in actions] == ["intended"]

@@ -6,6 +6,8 @@ inside the OpenAI Agents SDK (a Session, and tools guarded against a second irre
 
 from sundry_desk_client.client import AsyncDeskClient, DeskClient
 from sundry_desk_client.errors import (
+    BeliefStale,
+    CapExceeded,
     Conflict,
     DeskError,
     DeskUnavailable,
@@ -46,6 +48,8 @@ __all__ = [
     "Action",
     "ActionRecorded",
     "AsyncDeskClient",
+    "BeliefStale",
+    "CapExceeded",
     "Compaction",
     "CompactionOutcome",
     "Conflict",

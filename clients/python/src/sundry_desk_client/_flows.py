@@ -247,6 +247,7 @@ def record_action(
     reason: str,
     status: str | None,
     idempotency_key: str | None,
+    expects: dict[str, int] | None = None,
 ) -> Flow[ActionRecorded]:
     body: dict[str, Any] = {
         "tool": tool,
@@ -265,6 +266,8 @@ def record_action(
         body["reason"] = reason
     if status is not None:
         body["status"] = status
+    if expects is not None:
+        body["expects"] = expects
     key = idempotency_key or new_key("intent" if status == "intended" else "action")
     reply = yield Request("POST", tickets(ticket_id, "actions"), json=body, headers={"Idempotency-Key": key})
     return ActionRecorded.model_validate({**reply.body, "replayed": reply.replayed})

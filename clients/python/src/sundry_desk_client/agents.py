@@ -24,8 +24,11 @@ from agents.tool_context import ToolContext
 
 from sundry_desk_client._flows import new_key
 from sundry_desk_client.client import AsyncDeskClient, DeskClient
-from sundry_desk_client.errors import DeskError, RepeatRefused
+from sundry_desk_client.errors import BeliefStale, DeskError, RepeatRefused
 from sundry_desk_client.models import Context, ContextTurn, TurnAnswer
+
+# The money totals of the pinned state: what an agent's belief (`expects`) is made of.
+MONEY_TOTALS = ("refunded_cents_total", "charged_cents_total", "credited_cents_total")
 
 logger = logging.getLogger("sundry_desk_client")
 
@@ -293,12 +296,16 @@ class DeskSession:
         self.state_role = state_role
         self.session_settings = session_settings
         self.turn_answers: list[TurnAnswer] = []
+        # The money totals of the state in the context last handed to the model: what the agent believes.
+        self.money_believed: dict[str, int] | None = None
         self._call_tools: dict[str, str] = {}
         self._lock = asyncio.Lock()
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The desk's assembled context as input items; with `limit`, its latest `limit` items."""
         context: Context = await _call(self.client, "context", self.ticket_id)
+        state = context.pinned_state.agent_json()
+        self.money_believed = {name: state[name] for name in MONEY_TOTALS if isinstance(state.get(name), int)}
         items = context_to_items(context, state_role=self.state_role)
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
@@ -313,6 +320,11 @@ class DeskSession:
                     self.client, "append_turn", self.ticket_id, idempotency_key=new_key("sdk"), **turn
                 )
                 self.turn_answers.append(answer)
+
+    def belief(self) -> dict[str, int] | None:
+        """The money totals of the state the model was last given (for `guarded(..., expects=session.belief)`);
+        None before the first context was read."""
+        return None if self.money_believed is None else dict(self.money_believed)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Not possible: the desk never removes a turn. Raises AppendOnlyError (the SDK treats a failed
@@ -357,6 +369,19 @@ def _refusal(exc: RepeatRefused, tool: str) -> str:
     )
 
 
+def _stale_belief(exc: BeliefStale, tool: str) -> str:
+    return json.dumps(
+        {
+            "refused": True,
+            "error": "belief_stale",
+            "message": exc.message,
+            "actions": exc.body.get("actions", []),
+            "note": f"{tool} did NOT run: the ticket's money is not what you were told; re-read the state.",
+        },
+        ensure_ascii=False,
+    )
+
+
 def _not_reserved(exc: DeskError, tool: str) -> str:
     return json.dumps(
         {
@@ -378,6 +403,7 @@ def guarded(
     item_arg: str = "item",
     amount_arg: str = "amount_cents",
     reversible: bool = False,
+    expects: Callable[[], dict[str, int] | None] | dict[str, int] | None = None,
     **tool_options: Any,
 ) -> FunctionTool:
     """`fn` as an Agents SDK function tool (same name, docstring and parameters), guarded by the desk.
@@ -389,6 +415,10 @@ def guarded(
     what the desk said. Otherwise `fn` runs and the
     intent is settled: succeeded, or failed (with the exception) if `fn` raised, which releases the item;
     the exception then goes to the SDK as any tool error does. `tool_options` go to `function_tool`.
+
+    `expects` is the agent's belief about the ticket's money, sent with the intent: a dict, or a callable
+    read at each call; `session.belief` of the run's DeskSession sends the totals of the state the model was
+    given, so an agent that lost a refund from its context is stopped (belief_stale) whatever it calls the item.
     """
     signature = inspect.signature(fn)
     hints = get_type_hints(fn, include_extras=True)
@@ -416,9 +446,12 @@ def guarded(
                 reversible=reversible,
                 args=_json_safe(arguments),
                 idempotency_key=new_key(f"{tool_name}-{call_id}"[:80]),
+                expects=expects() if callable(expects) else expects,
             )
         except RepeatRefused as exc:
             return _refusal(exc, tool_name)
+        except BeliefStale as exc:
+            return _stale_belief(exc, tool_name)
         except DeskError as exc:
             return _not_reserved(exc, tool_name)
         action_id = reserved.action.id

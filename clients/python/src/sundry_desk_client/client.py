@@ -269,9 +269,12 @@ class DeskClient(_Base):
         repeat_of_earlier: bool = False,
         reason: str = "",
         idempotency_key: str | None = None,
+        expects: dict[str, int] | None = None,
     ) -> ActionRecorded:
         """Reserve an action before its tool runs (`"status": "intended"`). RepeatRefused means: do not run
-        the tool. Settle it afterwards with `settle_intent`."""
+        the tool; so do BeliefStale (`expects`, what the agent believes of the ticket's money, e.g.
+        `{"refunded_cents_total": 0}` from the state it was given, is not the desk's) and CapExceeded.
+        Settle it afterwards with `settle_intent`."""
         return self._run(
             flows.record_action(
                 ticket_id,
@@ -285,6 +288,7 @@ class DeskClient(_Base):
                 reason=reason,
                 status="intended",
                 idempotency_key=idempotency_key,
+                expects=expects,
             )
         )
 
@@ -490,6 +494,7 @@ class AsyncDeskClient(_Base):
         repeat_of_earlier: bool = False,
         reason: str = "",
         idempotency_key: str | None = None,
+        expects: dict[str, int] | None = None,
     ) -> ActionRecorded:
         return await self._run(
             flows.record_action(
@@ -504,6 +509,7 @@ class AsyncDeskClient(_Base):
                 reason=reason,
                 status="intended",
                 idempotency_key=idempotency_key,
+                expects=expects,
             )
         )
 

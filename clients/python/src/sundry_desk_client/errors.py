@@ -80,6 +80,20 @@ class RepeatRefused(Conflict):
         return total if isinstance(total, int) else None
 
 
+class BeliefStale(Conflict):
+    """409 belief_stale: the figure the agent believed (`expects`) is not the desk's, or an unsettled intent may
+    still move it. Nothing was reserved: re-read the state. `.body` has figure, expected, actual, actions."""
+
+    @property
+    def actual(self) -> int | None:
+        value = self.body.get("actual")
+        return value if isinstance(value, int) else None
+
+
+class CapExceeded(Conflict):
+    """409 cap_exceeded: the amount would pass one of the class's caps; `.body["headroom_cents"]` is what is left."""
+
+
 class TicketExists(Conflict):
     """409 ticket_exists: a ticket with that id is already open."""
 
@@ -114,6 +128,8 @@ class ServerError(DeskError):
 
 _BY_CODE: dict[str, type[DeskError]] = {
     "repeat_refused": RepeatRefused,
+    "belief_stale": BeliefStale,
+    "cap_exceeded": CapExceeded,
     "ticket_exists": TicketExists,
     "idempotency_key_in_flight": IdempotencyInFlight,
     "stale_version": StaleVersion,
