@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from compaction.coverage import (
+from core.coverage import (
     action_covered,
     action_match,
     check_coverage,
