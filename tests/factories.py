@@ -57,7 +57,7 @@ def long_ticket(
     compact_every: int = 50,
     ticket_class: TicketClass | None = None,
 ) -> Ticket:
-    """A ticket with `turns` turns written straight to the database (bulk_create, as bench/run.py's
+    """A ticket with `turns` turns written straight to the database (bulk_create, as bench/fixtures.py's
     `_long_ticket` does), not through the services: thousands of turns in a fraction of a second.
 
     Turn n says `turn-n says hello`; its stored context grows by 100 tokens a turn, and every
