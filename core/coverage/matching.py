@@ -1,5 +1,6 @@
 """Matching one pinned item against the entries of one summary field: an action by its tool's verb family,
 its item and its amount; a constraint, question or decision by its content words and their polarity.
+The two halves share the id references and the best-match rule, so they stay one module (~400 lines).
 
 Pure: no Django.
 """
