@@ -1,4 +1,5 @@
-"""Last-resort answers for the API: JSON when the database is unreachable (503) or a bug escapes (500)."""
+"""Last-resort answers: for the API, JSON when the database is unreachable (503) or a bug escapes (500);
+for the pages, the desk's own 404 page (in development too)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.defaults import server_error as django_server_error
 
@@ -49,6 +50,37 @@ class ApiErrorsMiddleware:
             logger.error("database unavailable on %s %s: %s", request.method, request.path, exception)
             return database_unavailable()
         return None
+
+
+class PageNotFoundMiddleware:
+    """A page's 404 (an unknown ticket, a compaction it does not have) is answered with the desk's own
+    page: what was asked, a search box and the way back to the queue. Django's debug page would show
+    the URL patterns instead, and only in development; the API keeps its JSON answers."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if is_api(request) or not isinstance(exception, Http404):
+            return None
+        return page_not_found(request, exception)
+
+
+def page_not_found(
+    request: HttpRequest, exception: Exception | None = None, template_name: str = "404.html"
+) -> HttpResponse:
+    """handler404 and the pages' 404: the desk's page, with the ticket asked for when there was one."""
+    kwargs = request.resolver_match.kwargs if request.resolver_match else {}
+    asked = str(kwargs.get("ticket_id", ""))[:64]
+    return render(
+        request,
+        template_name,
+        {"asked_ticket": asked, "asked_path": request.path[:300], "compaction": kwargs.get("number")},
+        status=404,
+    )
 
 
 def server_error(request: HttpRequest, template_name: str = "500.html") -> HttpResponse:

@@ -14,4 +14,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("", include("desk.pages.urls")),
 ]
 
+handler404 = "desk.middleware.page_not_found"
 handler500 = "desk.middleware.server_error"

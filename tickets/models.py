@@ -106,6 +106,7 @@ class TicketClassChange(models.Model):
     )
     before = models.JSONField(help_text="The settings before the change; empty when the class was created.")
     after = models.JSONField()
+    reason = models.TextField(blank=True, default="", help_text="Why the class changed (asked of an admin).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
