@@ -25,11 +25,11 @@ from django.db.models import Max, Q, Sum
 from django.utils import timezone
 from pydantic import ValidationError
 
-from compaction.coverage import check_coverage
 from compaction.models import CompactionEvent, ContextSnapshot
 from compaction.selectors import active_compaction, assemble_context, pending_compaction
 from compaction.summarizers import SummarizerError, SummaryRequest, get_summarizer
 from core.context import summary_message
+from core.coverage import check_coverage
 from core.policy import TurnInfo, at_boundary, complete_prefix, is_due, plan_cut
 from core.summary import Summary
 from core.tokens import RequestSize, count_message

@@ -1,6 +1,6 @@
 """The coverage benchmark: labelled (pinned item, summary) pairs, run through the engine's own check.
 
-Pure: reads JSON Lines from `evals/coverage/` and calls `compaction.coverage.check_coverage`. Each line is
+Pure: reads JSON Lines from `evals/coverage/` and calls `core.coverage.check_coverage`. Each line is
 one pair:
 
     {"id": "negation-01", "category": "negation", "kind": "actions_taken",
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compaction.coverage import check_coverage
+from core.coverage import check_coverage
 
 BENCH_DIR = Path(__file__).resolve().parent / "coverage"
 KINDS = ("actions_taken", "customer_constraints", "open_questions", "decisions")

@@ -7,7 +7,7 @@ constraints, and the questions still open at the end of the ticket.
 
 Each fact is looked for in three places:
 - the pinned state (structured: same tool, item and amount; same constraint or question text);
-- the active summary, with the coverage check's own matchers (`compaction.coverage`), counted only
+- the active summary, with the coverage check's own matchers (`core.coverage`), counted only
   for facts that were in the state when that summary was written;
 - the assembled context the agent receives next, read back from the messages themselves (the
   pinned-state message, the summary message, and the kept turns), with the same matchers.
@@ -21,8 +21,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from compaction.coverage import action_covered, text_covered
 from core.context import SUMMARY_PREFIX
+from core.coverage import action_covered, text_covered
 from core.tokens import STATE_PREFIX, compact_json
 from desk.importer import ImportTicket
 

@@ -1,5 +1,9 @@
 """tau-bench (v1) and tau2-bench transcripts, every published domain, as `sundry-ticket/1` documents.
 
+One module although it is over 400 lines: it is one reading of one format, each step below feeding the next
+(the domain picks the policy, the pairing of calls and results decides which results are actions), and the
+list below is its table of contents.
+
 One run (v1) or simulation (tau2) becomes one ticket, written through the same importer (and so the
 same services) a live agent's turns go through. The mapping, and why:
 

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.test import Client
 
+from tests.factories import supervisor
 from tickets.models import Ticket, TicketClass
 from tickets.services.lifecycle import open_ticket
 
@@ -72,3 +74,10 @@ def _fresh_cache() -> None:
     from django.core.cache import cache
 
     cache.clear()
+
+
+@pytest.fixture
+def sam(client: Client) -> Client:
+    """A client logged in as sam, the supervisor."""
+    client.force_login(supervisor())
+    return client

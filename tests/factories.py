@@ -1,13 +1,41 @@
-"""Small builders shared by the tests."""
+"""Small builders shared by the tests: the named users (sam the supervisor, ada the admin, agent-7) and
+small tickets. tests/conftest.py gives every test `sam`, a client logged in as the supervisor."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+from django.contrib.auth.models import Group, User
+
 from desk.importer import ImportTicket, import_ticket
 from desk.turns import receive_turn
+from tickets.accounts import ADMIN, AGENT, SUPERVISOR, create_agent, create_person
 from tickets.models import Ticket, TicketClass
+
+PASSWORD = "desk-test-password"
+
+
+def ensure_roles() -> None:
+    """The role groups (a data migration makes them; a flushed transactional test database lacks them)."""
+    for name in (AGENT, SUPERVISOR, ADMIN):
+        Group.objects.get_or_create(name=name)
+
+
+def supervisor(username: str = "sam") -> User:
+    ensure_roles()
+    return create_person(username=username, password=PASSWORD, role=SUPERVISOR)
+
+
+def admin(username: str = "ada") -> User:
+    ensure_roles()
+    return create_person(username=username, password=PASSWORD, role=ADMIN)
+
+
+def agent(name: str = "agent-7") -> User:
+    ensure_roles()
+    create_agent(name=name)
+    return User.objects.get(username=name)
 
 
 def add_turns(ticket: Ticket, *turns: dict[str, Any]) -> None:
@@ -57,7 +85,7 @@ def long_ticket(
     compact_every: int = 50,
     ticket_class: TicketClass | None = None,
 ) -> Ticket:
-    """A ticket with `turns` turns written straight to the database (bulk_create, as bench/run.py's
+    """A ticket with `turns` turns written straight to the database (bulk_create, as bench/fixtures.py's
     `_long_ticket` does), not through the services: thousands of turns in a fraction of a second.
 
     Turn n says `turn-n says hello`; its stored context grows by 100 tokens a turn, and every

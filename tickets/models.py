@@ -1,3 +1,11 @@
+"""The tickets app's tables: ticket classes, tickets, turns, the pinned state and its changes, idempotency
+records, refused attempts, status changes and agent tokens.
+
+One module although it is over 400 lines, as a Django app keeps its models: the tables reference one another,
+and the queryset methods (the queue's SQL twin of core.tokens.RequestSize) sit beside the fields they read.
+The rules live in tickets/services/ and core/.
+"""
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta

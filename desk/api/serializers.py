@@ -1,6 +1,10 @@
 """Input serializers (strict: known fields, JSON types as they are) and output serializers (the schema).
 
 No business rules here: the services decide what is allowed; these only say what shape a request has.
+
+One module although it is over 400 lines: it is the API's schema (desk/api/schema.py reads it), thirty short
+classes nesting into one another (TicketOut holds TokensOut and CompactionTotalsOut, CoverageOut the refs),
+so one file reads as the document it produces.
 """
 
 from __future__ import annotations

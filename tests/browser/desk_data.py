@@ -5,38 +5,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.contrib.auth.models import Group, User
-
 from desk.importer import ImportTicket, import_ticket
-from tests.factories import import_t40118 as import_t40118  # re-exported beside the users
+from tests.factories import (
+    PASSWORD as PASSWORD,  # the named users live in tests/factories.py, re-exported here
+)
+from tests.factories import admin as admin
+from tests.factories import agent as agent
+from tests.factories import ensure_roles as ensure_roles
+from tests.factories import import_t40118 as import_t40118
+from tests.factories import supervisor as supervisor
 from tests.fake_openai import Reply
-from tickets.accounts import ADMIN, AGENT, SUPERVISOR, create_agent, create_person
 from tickets.models import Ticket
 
-PASSWORD = "desk-test-password"
 HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"><b>bold?</b>'
-
-
-def ensure_roles() -> None:
-    """The role groups (a data migration makes them; a flushed transactional test database lacks them)."""
-    for name in (AGENT, SUPERVISOR, ADMIN):
-        Group.objects.get_or_create(name=name)
-
-
-def supervisor(username: str = "sam") -> User:
-    ensure_roles()
-    return create_person(username=username, password=PASSWORD, role=SUPERVISOR)
-
-
-def admin(username: str = "ada") -> User:
-    ensure_roles()
-    return create_person(username=username, password=PASSWORD, role=ADMIN)
-
-
-def agent(name: str = "agent-7") -> User:
-    ensure_roles()
-    create_agent(name=name)
-    return User.objects.get(username=name)
 
 
 def import_lossy_t40118(scenario: dict[str, Any], openai_server: Any) -> Ticket:

@@ -8,7 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from bench.run import Options, render, run
+from bench.measure import Options
+from bench.run import render, run
 
 
 class Command(BaseCommand):

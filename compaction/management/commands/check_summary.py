@@ -14,7 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from compaction.coverage import check_coverage
+from core.coverage import check_coverage
 from core.summary import Summary
 
 BAD_INPUT = 2

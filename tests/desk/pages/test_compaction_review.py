@@ -7,15 +7,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from tests.browser.desk_data import hostile_ticket, import_lossy_t40118, import_t40118, supervisor
+from tests.browser.desk_data import hostile_ticket, import_lossy_t40118, import_t40118
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def sam(client: Client) -> Client:
-    client.force_login(supervisor())
-    return client
 
 
 def between(html: str, start: str, end: str) -> str:
@@ -88,8 +82,8 @@ def test_the_page_reads_covers_and_missing_from_the_stored_report_where_a_rerun_
     """ "photo of the damage received" against the open question: the stored report (which knows the item is
     a question) says answered, so missing; the page once re-ran the match as a constraint and printed
     "covers Q1" beside the flagged miss. It now shows the report's verdict alone."""
-    from compaction.coverage import check_coverage
     from compaction.models import CompactionEvent, ContextSnapshot
+    from core.coverage import check_coverage
     from core.vocabulary import CompactionStatus
     from tickets.models import TicketClass
     from tickets.services.lifecycle import open_ticket

@@ -19,12 +19,6 @@ from tests.browser.desk_data import agent, import_seed_t40118, supervisor
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def sam(client: Client) -> Client:
-    client.force_login(supervisor())
-    return client
-
-
 def test_metrics_csv_has_a_line_per_class_and_day_with_the_miss(sam: Client, scenario: dict) -> None:
     import_seed_t40118(scenario)
     response = sam.get("/metrics.csv")

@@ -9,16 +9,10 @@ from django.apps import apps
 from django.test import Client
 
 from desk.pages.ticket import get_ticket, ticket_page
-from tests.browser.desk_data import import_seed_t40118, supervisor
+from tests.browser.desk_data import import_seed_t40118
 from tickets.models import Turn
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def sam(client: Client) -> Client:
-    client.force_login(supervisor())
-    return client
 
 
 def chart(html: str) -> str:

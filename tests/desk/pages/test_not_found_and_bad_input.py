@@ -8,15 +8,7 @@ import re
 import pytest
 from django.test import Client, override_settings
 
-from tests.browser.desk_data import supervisor
-
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def sam(client: Client) -> Client:
-    client.force_login(supervisor())
-    return client
 
 
 @pytest.mark.parametrize("debug", [False, True])

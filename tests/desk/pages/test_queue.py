@@ -21,12 +21,6 @@ pytestmark = pytest.mark.django_db
 QUEUE_QUERIES = 6
 
 
-@pytest.fixture
-def sam(client: Client) -> Client:
-    client.force_login(supervisor())
-    return client
-
-
 def make_tickets(ticket_class: TicketClass, count: int, *, start: int = 0) -> list[Ticket]:
     tickets = []
     for i in range(start, start + count):

@@ -11,19 +11,12 @@ from django.test import Client
 from django.utils import timezone
 
 from desk.pages.queue import QueueFlag
-from tests.browser.desk_data import supervisor
 from tests.desk.pages.test_queue import QUEUE_QUERIES, make_tickets
 from tickets.errors import RepeatRefused
 from tickets.models import RefusedAttempt, Ticket, TicketClass
 from tickets.services.actions import record_action
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def sam(client: Client) -> Client:
-    client.force_login(supervisor())
-    return client
 
 
 def refuse_a_repeat(ticket: Ticket) -> None:

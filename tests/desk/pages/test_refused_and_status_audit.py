@@ -9,16 +9,10 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils.html import escape
 
-from tests.browser.desk_data import import_t40118, supervisor
+from tests.browser.desk_data import import_t40118
 from tickets.models import RefusedAttempt, Ticket, TicketStatusChange
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def sam(client: Client) -> Client:
-    client.force_login(supervisor())
-    return client
 
 
 def _turn_block(html: str, number: int) -> str:

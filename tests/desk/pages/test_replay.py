@@ -7,15 +7,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from tests.browser.desk_data import import_t40118, supervisor
+from tests.browser.desk_data import import_t40118
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def sam(client: Client) -> Client:
-    client.force_login(supervisor())
-    return client
 
 
 def messages_part(html: str) -> str:

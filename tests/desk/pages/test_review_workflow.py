@@ -10,17 +10,11 @@ from django.test import Client
 
 from compaction.models import CompactionEvent, CompactionReview
 from core.vocabulary import CompactionStatus
-from tests.browser.desk_data import import_seed_t40118, supervisor
+from tests.browser.desk_data import import_seed_t40118
 from tickets.models import Ticket, TicketClass
 from tickets.services.lifecycle import open_ticket
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def sam(client: Client) -> Client:
-    client.force_login(supervisor())
-    return client
 
 
 def forced_ticket(ticket_id: str, status: str = CompactionStatus.FORCED) -> Ticket:

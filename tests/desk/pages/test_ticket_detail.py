@@ -9,19 +9,13 @@ import pytest
 from django.test import Client
 
 from desk.pages.ticket import get_ticket, ticket_page
-from tests.browser.desk_data import HOSTILE, hostile_ticket, import_t40118, supervisor
+from tests.browser.desk_data import HOSTILE, hostile_ticket, import_t40118
 
 pytestmark = pytest.mark.django_db
 
 # session + user + roles + ticket (with class and pinned state) + the window's turns + the chart's figures
 # of every turn + compaction events + audit trail + refused attempts + status changes + ledger outcomes
 DETAIL_QUERIES = 11
-
-
-@pytest.fixture
-def sam(client: Client) -> Client:
-    client.force_login(supervisor())
-    return client
 
 
 @pytest.mark.parametrize("until", [4, 26])

@@ -9,16 +9,10 @@ import pytest
 from django.test import Client
 
 from desk.turns import receive_turn
-from tests.browser.desk_data import import_seed_t40118, supervisor
+from tests.browser.desk_data import import_seed_t40118
 from tickets.models import Ticket
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def sam(client: Client) -> Client:
-    client.force_login(supervisor())
-    return client
 
 
 def poll_address(page_html: str) -> str:

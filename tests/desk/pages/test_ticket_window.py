@@ -33,12 +33,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def sam(client: Client) -> Client:
-    client.force_login(supervisor())
-    return client
-
-
-@pytest.fixture
 def t300() -> Ticket:
     """300 turns, an applied compaction every 50 (#1 at turn 50 ... #6 at turn 300)."""
     return long_ticket("T-300", 300)

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from compaction.coverage import (
+from core.coverage import (
     action_covered,
     action_match,
     check_coverage,
@@ -268,10 +269,6 @@ def test_the_report_names_the_summary_entry_that_covered_each_item() -> None:
 
 def test_a_pinned_action_in_the_summary_is_matched_by_the_guards_item_key() -> None:
     """The coverage check and the repeat guard agree on what one item is (core.identity.normalize_item)."""
-    import json
-
-    from compaction.coverage import action_covered
-
     action = {"tool": "issue_refund", "item": "garden-table", "amount_cents": 4000}
     for item in ["the garden tables", "table (garden)", "garden\u2011table (SU-87310)"]:
         assert action_covered(action, [json.dumps({**action, "item": item})])
