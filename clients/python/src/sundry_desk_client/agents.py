@@ -23,9 +23,17 @@ from agents import FunctionTool, SessionSettings, TResponseInputItem, function_t
 from agents.tool_context import ToolContext
 
 from sundry_desk_client._flows import new_key
+from sundry_desk_client._shared import (
+    is_reasoning,
+    json_safe,
+    not_reserved_text,
+    refusal_text,
+    state_text,
+    summary_text,
+)
 from sundry_desk_client.client import AsyncDeskClient, DeskClient
 from sundry_desk_client.errors import DeskError, RepeatRefused
-from sundry_desk_client.models import Context, ContextTurn, TurnAnswer
+from sundry_desk_client.models import Context, TurnAnswer
 
 logger = logging.getLogger("sundry_desk_client")
 
@@ -190,31 +198,15 @@ def items_to_turns(
 
 
 def _state_message(context: Context, role: str) -> dict[str, Any]:
-    state = json.dumps(context.pinned_state.agent_json(), separators=(",", ":"), ensure_ascii=False)
-    return {
-        "role": role,
-        "content": (
-            "Pinned ticket state (from the desk; authoritative: read refunded_cents_total and actions_taken "
-            f"before any refund):\n{state}"
-        ),
-    }
+    return {"role": role, "content": state_text(context)}
 
 
 def _summary_message(context: Context, role: str) -> dict[str, Any] | None:
-    if context.summary is None:
-        return None
-    # The desk folds the previous summary into each new one, so it stands for every turn up to the cut.
-    covers = context.summary_covers_turns
-    span = f" of turns 1-{covers[-1]}" if covers else ""
-    summary = json.dumps(context.summary.model_dump(mode="json"), ensure_ascii=False)
-    return {
-        "role": role,
-        "content": f"Summary{span} (the desk compacted them; the turns after it follow verbatim):\n{summary}",
-    }
+    text = summary_text(context)
+    return None if text is None else {"role": role, "content": text}
 
 
-def _is_reasoning(turn: ContextTurn) -> bool:
-    return isinstance(turn.args, dict) and turn.args.get("sdk_item") == "reasoning"
+_is_reasoning = is_reasoning
 
 
 def context_to_items(context: Context, *, state_role: str = "system") -> list[dict[str, Any]]:
@@ -333,41 +325,9 @@ class DeskSession:
 # ---------------------------------------------------------------- guarded tools
 
 
-def _json_safe(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
-
-
-def _refusal(exc: RepeatRefused, tool: str) -> str:
-    earlier = exc.earlier_action
-    return json.dumps(
-        {
-            "refused": True,
-            "error": exc.code or "repeat_refused",
-            "message": exc.message,
-            "earlier_action": earlier,
-            "refunded_cents_total": exc.refunded_cents_total,
-            "note": (
-                f"{tool} did NOT run. The desk already records {earlier.get('tool', tool)} "
-                f"{earlier.get('id', '')} for {earlier.get('item', 'this item')} "
-                f"({earlier.get('amount_cents', '?')} cents at turn {earlier.get('at_turn', '?')}). "
-                "Tell the customer what was already done; do not try again."
-            ),
-        },
-        ensure_ascii=False,
-    )
-
-
-def _not_reserved(exc: DeskError, tool: str) -> str:
-    return json.dumps(
-        {
-            "refused": False,
-            "error": exc.code or type(exc).__name__,
-            "status": exc.status,
-            "message": exc.message,
-            "note": f"{tool} did NOT run: the desk could not reserve it ({exc}).",
-        },
-        ensure_ascii=False,
-    )
+_json_safe = json_safe
+_refusal = refusal_text
+_not_reserved = not_reserved_text
 
 
 def guarded(
