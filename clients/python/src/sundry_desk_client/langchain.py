@@ -87,7 +87,8 @@ DEFAULT_IRREVERSIBLE_TOOLS: tuple[str, ...] = (
 class DeskState(AgentState[Any]):
     """The agent state plus how many of its messages the desk already has."""
 
-    desk_posted: NotRequired[int]  # type: ignore[valid-type,unused-ignore]  (mypy reads AgentState as Any)
+    # (mypy reads AgentState as Any, so it does not see a TypedDict here)
+    desk_posted: NotRequired[int]  # type: ignore[valid-type,unused-ignore]
 
 
 def _text(message: BaseMessage) -> str:
