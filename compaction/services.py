@@ -32,6 +32,7 @@ from compaction.policy import TurnInfo, at_boundary, complete_prefix, is_due, pl
 from compaction.selectors import active_compaction, assemble_context, pending_compaction
 from compaction.summarizers import SummarizerError, SummaryRequest, get_summarizer
 from compaction.summary import Summary
+from tickets import telemetry
 from tickets.errors import describe_validation_error
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
 from tickets.services.context_size import set_context_tokens
@@ -242,7 +243,7 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
         wait = "" if over_budget else _backing_off(ticket, turn)
         if wait:
             return Decision(PolicyOutcome(status="deferred", reason=wait))
-        claimed = _claim(ticket=ticket, turn=turn, total=current)
+        claimed = telemetry.compaction_claimed(_claim(ticket=ticket, turn=turn, total=current))
         if claimed is None:
             return Decision(PolicyOutcome(status="not_due"))
         return Decision(PolicyOutcome(status="queued", event=claimed), claimed=claimed, run_now=over_budget)
@@ -258,7 +259,7 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
             )
             return Decision(PolicyOutcome(status="over_budget", event=event, reason=reason))
         reason = f"hard ceiling: {current} tokens exceed the {ticket_class.token_budget}-token budget before a boundary"
-        claimed = _claim(ticket=ticket, turn=turn, total=current, reason=reason)
+        claimed = telemetry.compaction_claimed(_claim(ticket=ticket, turn=turn, total=current, reason=reason))
         if claimed is None:
             return Decision(PolicyOutcome(status="not_due"))
         return Decision(PolicyOutcome(status="queued", event=claimed), claimed=claimed, run_now=True)
@@ -304,6 +305,7 @@ def _finish(event: CompactionEvent, status: str, reason: str, fields: list[str])
     event.reason = reason
     event.finished_at = timezone.now()
     event.save(update_fields=["status", "reason", "finished_at", *fields])
+    telemetry.compaction_finished(event)
     return event
 
 
@@ -414,6 +416,7 @@ def _run(event: CompactionEvent, deadline_seconds: float) -> CompactionEvent:
     event.cost_usd = summarizer_cost(
         ticket_class, event.summarizer_input_tokens, event.summarizer_output_tokens
     )
+    telemetry.summarizer_called(event, succeeded=summary is not None)
     spent = [
         "tokens_before",
         "attempts",

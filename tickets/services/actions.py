@@ -15,6 +15,7 @@ from django.db.models import JSONField, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from tickets import telemetry
 from tickets.compiled_reads import CompiledRead
 from tickets.errors import (
     ActionAlreadySettled,
@@ -100,6 +101,15 @@ def record_action(
         refuse_in_flight=refuse_in_flight,
     )
     if isinstance(outcome, ActionRecorded):
+        telemetry.guard_decision(
+            ticket_id=ticket.ticket_id,
+            tool=tool,
+            item=item,
+            amount_cents=amount_cents,
+            decision="allowed",
+            status=status,
+            action_id=outcome.action.get("id", ""),
+        )
         return outcome
     # Nothing was written for the refused request; the refusal is, then raised past the writing block.
     attempt = RefusedAttempt.objects.create(
@@ -112,6 +122,16 @@ def record_action(
         at_turn=at_turn,
         thread_turn=outcome.thread_turn,
         request=outcome.request,
+        earlier_action_id=outcome.earlier.id,
+        message=outcome.message,
+    )
+    telemetry.guard_decision(
+        ticket_id=ticket.ticket_id,
+        tool=tool,
+        item=item,
+        amount_cents=amount_cents,
+        decision="refused",
+        status=status,
         earlier_action_id=outcome.earlier.id,
         message=outcome.message,
     )
