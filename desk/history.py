@@ -1,6 +1,7 @@
 """A ticket's history: every change, newest first, one page at a time, with who and when.
 
-The entries come from five tables (turns, state changes, refused attempts, status changes, compactions).
+The entries come from six tables (turns, state changes, refused attempts, status changes, compactions,
+handoffs).
 One UNION query orders and pages their (kind, time, id) triples; one query per kind on the page then reads
 the rows. A page costs the same number of queries however long the ticket is.
 """
@@ -15,6 +16,7 @@ from django.db.models import CharField, F, QuerySet, Value
 from compaction.models import CompactionEvent
 from tickets.models import (
     ActorKind,
+    Handoff,
     PinnedState,
     RefusedAttempt,
     StateChange,
@@ -30,6 +32,7 @@ MAX_PAGE_SIZE = 200
 
 # The source tables, by the tag the UNION carries.
 TURN, STATE, REFUSED, STATUS, COMPACTION = "turn", "state", "refused", "status", "compaction"
+HANDOFF = "handoff"
 
 ACTION_EVENTS = {
     StateOp.ACTION_TAKEN: "recorded",
@@ -66,6 +69,7 @@ def _stream(ticket: Ticket) -> QuerySet[Any]:
         _tagged(RefusedAttempt.objects.filter(ticket=ticket).order_by(), REFUSED),
         _tagged(TicketStatusChange.objects.filter(ticket=ticket).order_by(), STATUS),
         _tagged(CompactionEvent.objects.filter(ticket=ticket).order_by(), COMPACTION),
+        _tagged(Handoff.objects.filter(ticket=ticket).order_by(), HANDOFF),
         all=True,
     )
 
@@ -205,8 +209,25 @@ def _compaction(event: CompactionEvent) -> dict[str, Any]:
     }
 
 
+def handoff_entry(handoff: Handoff) -> dict[str, Any]:
+    return {
+        "kind": "handoff",
+        "at": handoff.created_at,
+        "by": _who(handoff.actor_kind, handoff.actor),
+        "thread_turn": handoff.at_turn,
+        "summary": f"handoff {handoff.from_agent} -> {handoff.to_agent}"
+        + (f" at turn {handoff.at_turn}" if handoff.at_turn else ""),
+        "detail": {
+            "from_agent": handoff.from_agent,
+            "to_agent": handoff.to_agent,
+            "given": handoff.given,
+            "state_version": handoff.state_version,
+        },
+    }
+
+
 def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PAGE_SIZE) -> HistoryPage:
-    """One page of the ticket's history, newest first: at most eight queries, whatever its length."""
+    """One page of the ticket's history, newest first: at most nine queries, whatever its length."""
     page = max(page, 1)
     page_size = min(max(page_size, 1), MAX_PAGE_SIZE)
     stream = _stream(ticket)
@@ -228,6 +249,7 @@ def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PA
     events = (
         CompactionEvent.objects.defer("summary").in_bulk(wanted[COMPACTION]) if COMPACTION in wanted else {}
     )
+    handoffs = Handoff.objects.select_related("actor").in_bulk(wanted[HANDOFF]) if HANDOFF in wanted else {}
     # Refused attempts name the earlier action; its current form (settled? reversed?) is in the state.
     state = (
         PinnedState.objects.filter(ticket=ticket).values_list("data", flat=True).first() or {}
@@ -245,6 +267,8 @@ def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PA
             entries.append(_refused(refused[ref], state))
         elif src == STATUS:
             entries.append(_status(statuses[ref]))
+        elif src == HANDOFF:
+            entries.append(handoff_entry(handoffs[ref]))
         else:
             entries.append(_compaction(events[ref]))
     return HistoryPage(entries=entries, count=count, page=page, page_size=page_size)

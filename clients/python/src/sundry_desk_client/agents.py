@@ -19,7 +19,14 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast, get_type_hints
 
-from agents import FunctionTool, SessionSettings, TResponseInputItem, function_tool
+from agents import (
+    FunctionTool,
+    RunContextWrapper,
+    RunHooks,
+    SessionSettings,
+    TResponseInputItem,
+    function_tool,
+)
 from agents.tool_context import ToolContext
 
 from sundry_desk_client._flows import new_key
@@ -320,6 +327,42 @@ class DeskSession:
         raise AppendOnlyError(
             f"ticket {self.ticket_id}: the desk keeps every turn; open a new ticket for a fresh conversation"
         )
+
+
+class DeskHandoffHooks(RunHooks[Any]):
+    """Run hooks that record every SDK handoff on the session's ticket (from, to, and what the receiving
+    agent was given: the desk's assembled context, whose pinned state no handoff filter drops).
+
+        Runner.run(triage, "...", session=session, hooks=DeskHandoffHooks(session))
+    """
+
+    def __init__(self, session: DeskSession) -> None:
+        self.session = session
+        self.recorded: list[Any] = []
+
+    async def on_handoff(self, context: RunContextWrapper[Any], from_agent: Any, to_agent: Any) -> None:
+        session = self.session
+        try:
+            desk_context: Context = await _call(session.client, "context", session.ticket_id)
+            turns = [t.number for t in desk_context.turns]
+            given = {
+                "source": "openai-agents handoff",
+                "pinned_state_version": desk_context.pinned_state.version,
+                "summary": desk_context.summary is not None,
+                "turns": [turns[0], turns[-1]] if turns else [],
+            }
+            entry = await _call(
+                session.client,
+                "record_handoff",
+                session.ticket_id,
+                from_agent=str(getattr(from_agent, "name", from_agent)),
+                to_agent=str(getattr(to_agent, "name", to_agent)),
+                given=given,
+            )
+            self.recorded.append(entry)
+        except DeskError:
+            # The handoff itself goes on; the desk's record of it is what is missing (logged).
+            logger.exception("could not record the handoff on ticket %s", session.ticket_id)
 
 
 # ---------------------------------------------------------------- guarded tools
