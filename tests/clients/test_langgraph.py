@@ -197,3 +197,32 @@ def test_a_long_conversation_compacts_in_the_desk_while_the_agent_keeps_working(
     assert "call_0" not in sent_call_ids  # the first days' exchanges are in the summary, no longer sent
     assert last[-1] == {"role": "user", "content": "Summing up: what happened with my order?"}
     assert len(last) < Turn.objects.filter(ticket__ticket_id=ticket_id).count()
+
+
+def test_an_identical_second_refund_with_a_reused_call_id_meets_the_guard_not_a_replay(
+    client: DeskClient, standard_class: TicketClass
+) -> None:
+    """Same tool, same arguments, same call id (a server that numbers calls per response): still refused."""
+    ticket_id = open_t40118(client)
+    payments = Payments()
+    script = [
+        call("issue_refund", REFUND_ARGS, "call_1"),
+        say("Refunded."),
+        call("issue_refund", REFUND_ARGS, "call_1"),
+        say("Already refunded."),
+    ]
+    with scripted_model(script) as model:
+        agent = create_agent(chat_model(model), tools=payments.tools(), middleware=[DeskMiddleware(client)])
+        config = {"configurable": {"thread_id": ticket_id}}
+        agent.invoke({"messages": [HumanMessage("Refund the $40 for the table leg, please.")]}, config)
+        agent.invoke({"messages": [HumanMessage("Refund the $40 for the table leg, please.")]}, config)
+    assert payments.refunds == [("SU-87310", "garden-table", 4000)]
+    assert json.loads(model.tool_messages(-1)[-1]["content"])["error"] == "repeat_refused"
+    assert (
+        list(
+            Turn.objects.filter(ticket__ticket_id=ticket_id, role="customer").values_list(
+                "content", flat=True
+            )
+        )
+        == ["Refund the $40 for the table leg, please."] * 2
+    )

@@ -43,6 +43,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from sundry_desk_client._flows import new_key
 from sundry_desk_client._shared import (
     is_reasoning,
     json_safe,
@@ -82,6 +83,12 @@ DEFAULT_IRREVERSIBLE_TOOLS: tuple[str, ...] = (
     "book_reservation",
     "update_reservation_*",
 )
+
+
+def _turn_key(ticket: str, ident: str, body: dict[str, Any]) -> str:
+    """The same message posted again (a re-run graph step) is answered from the desk's record; a message
+    id a model server reuses for another answer (some number responses per process) is a new turn."""
+    return stable_key("lc", ticket, ident, json.dumps(body, sort_keys=True, default=str))
 
 
 class DeskState(AgentState[Any]):
@@ -261,7 +268,7 @@ class DeskMiddleware(AgentMiddleware[DeskState, Any, Any]):
         ticket = self._ticket()
         client = self._sync_client()
         for ident, body in turns:
-            answer = client.append_turn(ticket, idempotency_key=stable_key("lc", ticket, ident), **body)
+            answer = client.append_turn(ticket, idempotency_key=_turn_key(ticket, ident, body), **body)
             self.turn_answers.append(answer)
         return {"desk_posted": count}
 
@@ -272,7 +279,7 @@ class DeskMiddleware(AgentMiddleware[DeskState, Any, Any]):
         ticket = self._ticket()
         for ident, body in turns:
             answer = await self._acall(
-                "append_turn", ticket, idempotency_key=stable_key("lc", ticket, ident), **body
+                "append_turn", ticket, idempotency_key=_turn_key(ticket, ident, body), **body
             )
             self.turn_answers.append(answer)
         return {"desk_posted": count}
@@ -322,7 +329,9 @@ class DeskMiddleware(AgentMiddleware[DeskState, Any, Any]):
             "item": "" if item is None else str(item),
             "amount_cents": int(amount or 0),
             "args": json_safe(args),
-            "idempotency_key": stable_key("lc-intent", ticket, call.get("id") or "", json.dumps(args)),
+            # A fresh key per tool call (the client's retries reuse it): a model server that reuses a call id
+            # for a second, identical refund must meet the guard, not the first reservation's replay.
+            "idempotency_key": new_key(f"lc-{call['name']}"[:60]),
         }
 
     def _answer(self, request: ToolCallRequest, text: str) -> ToolMessage:
