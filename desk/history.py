@@ -14,18 +14,17 @@ from typing import Any
 from django.db.models import CharField, F, QuerySet, Value
 
 from compaction.models import CompactionEvent
+from core.state import agent_item
+from core.vocabulary import ActorKind, StateOp, values
 from tickets.models import (
-    ActorKind,
     Handoff,
     PinnedState,
     RefusedAttempt,
     StateChange,
-    StateOp,
     Ticket,
     TicketStatusChange,
     Turn,
 )
-from tickets.state import agent_item
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -120,7 +119,7 @@ def _state_change(change: StateChange) -> dict[str, Any]:
         "subject_id": change.subject_id or None,
         "reason": change.reason,
     }
-    label = StateOp(change.op).label if change.op in StateOp.values else change.op
+    label = StateOp(change.op).label if change.op in values(StateOp) else change.op
     if change.op in ACTION_EVENTS:
         kind = "action"
         action = _changed_action(change)

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.vocabulary import ActorKind
 from desk.api import headers, schema, selectors, serializers
 from desk.api.authentication import HashedTokenAuthentication
 from desk.api.exceptions import desk_exception_handler
@@ -23,7 +24,6 @@ from desk.api.parsers import BoundedJSONParser
 from desk.api.permissions import AgentWritesStaffReads
 from desk.history import handoff_entry
 from desk.turns import receive_turn
-from tickets.models import ActorKind
 from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
 from tickets.services.handoffs import record_handoff
