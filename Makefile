@@ -7,8 +7,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# A cold install shows each package as pip collects it (pip's own errors still reach stderr and fail the step).
+PIP_PROGRESS := | awk '/^(Collecting|Successfully installed)/ { print "    " $$0; fflush() }'
 
-.PHONY: run test lint migrations-check venv venv-runtime fuzz bench eval clean
+.PHONY: run demo-reset test lint migrations-check venv venv-runtime fuzz bench eval clean
 
 # Two install levels: `make run` needs only the runtime group; tests, linters and browsers need dev.
 RUNTIME_STAMP := $(VENV)/.runtime-$(shell sha1sum pyproject.toml | cut -c1-12)
@@ -24,14 +26,14 @@ $(VENV)/bin/python:
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
 
 $(RUNTIME_STAMP): pyproject.toml | $(VENV)/bin/python
-	@echo "==> installing the runtime dependencies (pinned in pyproject.toml)"
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --group runtime
+	@echo "==> installing the runtime dependencies (pinned in pyproject.toml; a minute or two the first time)"
+	@set -o pipefail; $(BIN)/python -m pip install --disable-pip-version-check --group runtime $(PIP_PROGRESS)
 	@rm -f $(VENV)/.runtime-*
 	@touch $@
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
-	@echo "==> installing the runtime and development dependencies (pinned in pyproject.toml)"
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --group dev
+	@echo "==> installing the runtime and development dependencies (pinned in pyproject.toml; a few minutes the first time)"
+	@set -o pipefail; $(BIN)/python -m pip install --disable-pip-version-check --group dev $(PIP_PROGRESS)
 	@rm -f $(VENV)/.installed-* $(VENV)/.runtime-*
 	@touch $@ $(RUNTIME_STAMP)
 
@@ -42,6 +44,13 @@ run: venv-runtime
 	$(BIN)/python manage.py load_demo
 	@echo "==> serving on http://$(HOST):$(PORT)/"
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+
+# Back to the demo as `make run` first made it: the embedded database removed, migrated and loaded afresh.
+demo-reset: venv-runtime
+	@echo "==> removing var/sundry.sqlite3 and loading the demo afresh"
+	rm -f var/sundry.sqlite3
+	$(BIN)/python manage.py migrate --no-input -v 0
+	$(BIN)/python manage.py load_demo
 
 test: venv
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

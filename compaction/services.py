@@ -34,6 +34,7 @@ from core.policy import TurnInfo, at_boundary, complete_prefix, is_due, plan_cut
 from core.summary import Summary
 from core.tokens import RequestSize, count_message
 from core.vocabulary import CompactionStatus, TurnOutcome
+from tickets import telemetry
 from tickets.errors import describe_validation_error
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
 from tickets.services.context_size import set_context_tokens
@@ -244,7 +245,7 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
         wait = "" if over_budget else _backing_off(ticket, turn)
         if wait:
             return Decision(PolicyOutcome(status=TurnOutcome.DEFERRED, reason=wait))
-        claimed = _claim(ticket=ticket, turn=turn, total=current)
+        claimed = telemetry.compaction_claimed(_claim(ticket=ticket, turn=turn, total=current))
         if claimed is None:
             return Decision(PolicyOutcome(status=TurnOutcome.NOT_DUE))
         return Decision(
@@ -262,7 +263,7 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
             )
             return Decision(PolicyOutcome(status=TurnOutcome.OVER_BUDGET, event=event, reason=reason))
         reason = f"hard ceiling: {current} tokens exceed the {ticket_class.token_budget}-token budget before a boundary"
-        claimed = _claim(ticket=ticket, turn=turn, total=current, reason=reason)
+        claimed = telemetry.compaction_claimed(_claim(ticket=ticket, turn=turn, total=current, reason=reason))
         if claimed is None:
             return Decision(PolicyOutcome(status=TurnOutcome.NOT_DUE))
         return Decision(
@@ -310,6 +311,7 @@ def _finish(event: CompactionEvent, status: str, reason: str, fields: list[str])
     event.reason = reason
     event.finished_at = timezone.now()
     event.save(update_fields=["status", "reason", "finished_at", *fields])
+    telemetry.compaction_finished(event)
     return event
 
 
@@ -420,6 +422,7 @@ def _run(event: CompactionEvent, deadline_seconds: float) -> CompactionEvent:
     event.cost_usd = summarizer_cost(
         ticket_class, event.summarizer_input_tokens, event.summarizer_output_tokens
     )
+    telemetry.summarizer_called(event, succeeded=summary is not None)
     spent = [
         "tokens_before",
         "attempts",

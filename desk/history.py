@@ -1,7 +1,7 @@
 """A ticket's history: every change, newest first, one page at a time, with who and when.
 
-The entries come from seven tables (turns, state changes, refused attempts, status changes, compactions, and
-the ledger's mismatches and resolutions).
+The entries come from eight tables (turns, state changes, refused attempts, status changes, compactions,
+handoffs, and the ledger's mismatches and resolutions).
 One UNION query orders and pages their (kind, time, id) triples; one query per kind on the page then reads
 the rows. A page costs the same number of queries however long the ticket is.
 """
@@ -17,7 +17,15 @@ from compaction.models import CompactionEvent
 from core.state import agent_item
 from core.vocabulary import ActorKind, StateOp, values
 from ledger.models import LedgerResolution, Outcome, Reconciliation
-from tickets.models import PinnedState, RefusedAttempt, StateChange, Ticket, TicketStatusChange, Turn
+from tickets.models import (
+    Handoff,
+    PinnedState,
+    RefusedAttempt,
+    StateChange,
+    Ticket,
+    TicketStatusChange,
+    Turn,
+)
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -25,6 +33,7 @@ MAX_PAGE_SIZE = 200
 # The source tables, by the tag the UNION carries.
 TURN, STATE, REFUSED, STATUS, COMPACTION = "turn", "state", "refused", "status", "compaction"
 MISMATCH, RESOLUTION = "mismatch", "resolution"
+HANDOFF = "handoff"
 
 ACTION_EVENTS = {
     StateOp.ACTION_TAKEN: "recorded",
@@ -65,6 +74,7 @@ def _stream(ticket: Ticket) -> QuerySet[Any]:
             Reconciliation.objects.filter(ticket=ticket).exclude(outcome=Outcome.MATCHED).order_by(), MISMATCH
         ),
         _tagged(LedgerResolution.objects.filter(ticket=ticket).order_by(), RESOLUTION),
+        _tagged(Handoff.objects.filter(ticket=ticket).order_by(), HANDOFF),
         all=True,
     )
 
@@ -251,8 +261,25 @@ def _resolution(row: LedgerResolution) -> dict[str, Any]:
     }
 
 
+def handoff_entry(handoff: Handoff) -> dict[str, Any]:
+    return {
+        "kind": "handoff",
+        "at": handoff.created_at,
+        "by": _who(handoff.actor_kind, handoff.actor),
+        "thread_turn": handoff.at_turn,
+        "summary": f"handoff {handoff.from_agent} -> {handoff.to_agent}"
+        + (f" at turn {handoff.at_turn}" if handoff.at_turn else ""),
+        "detail": {
+            "from_agent": handoff.from_agent,
+            "to_agent": handoff.to_agent,
+            "given": handoff.given,
+            "state_version": handoff.state_version,
+        },
+    }
+
+
 def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PAGE_SIZE) -> HistoryPage:
-    """One page of the ticket's history, newest first: at most ten queries, whatever its length."""
+    """One page of the ticket's history, newest first: at most eleven queries, whatever its length."""
     page = max(page, 1)
     page_size = min(max(page_size, 1), MAX_PAGE_SIZE)
     stream = _stream(ticket)
@@ -282,6 +309,7 @@ def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PA
         if RESOLUTION in wanted
         else {}
     )
+    handoffs = Handoff.objects.select_related("actor").in_bulk(wanted[HANDOFF]) if HANDOFF in wanted else {}
     # Refused attempts name the earlier action; its current form (settled? reversed?) is in the state.
     state = (
         PinnedState.objects.filter(ticket=ticket).values_list("data", flat=True).first() or {}
@@ -303,6 +331,8 @@ def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PA
             entries.append(_mismatch(mismatches[ref]))
         elif src == RESOLUTION:
             entries.append(_resolution(resolutions[ref]))
+        elif src == HANDOFF:
+            entries.append(handoff_entry(handoffs[ref]))
         else:
             entries.append(_compaction(events[ref]))
     return HistoryPage(entries=entries, count=count, page=page, page_size=page_size)

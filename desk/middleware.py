@@ -14,6 +14,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.defaults import server_error as django_server_error
 
+from tickets import telemetry
+
 logger = logging.getLogger(__name__)
 
 API_PREFIX = "/api/"
@@ -34,6 +36,18 @@ def database_unavailable() -> JsonResponse:
     )
     response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
     return response
+
+
+class TraceContextMiddleware:
+    """The desk's spans (compactions, guard decisions) made during a request that carries the agent's W3C
+    `traceparent` are children of the agent's span (tickets/telemetry.py; nothing when tracing is off)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        with telemetry.bind_trace_headers(request.headers):
+            return self.get_response(request)
 
 
 class ApiErrorsMiddleware:

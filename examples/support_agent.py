@@ -2,9 +2,13 @@
 
     python manage.py create_agent support-bot          # prints the agent's token as its last line
     export SUNDRY_DESK_URL=http://127.0.0.1:8000 SUNDRY_DESK_TOKEN=<token>
-    export OPENAI_API_KEY=...                           # or OPENAI_BASE_URL for any compatible server
-    export SUNDRY_AGENT_API=chat_completions            # for servers that speak only Chat Completions
+    python examples/loopback_model.py --port 8260 &     # an offline model; or OPENAI_API_KEY=... for OpenAI
+    export OPENAI_BASE_URL=http://127.0.0.1:8260/v1 OPENAI_API_KEY=sk-loopback
     python examples/support_agent.py T-50001 "My garden table arrived with a scratched leg."
+
+With OPENAI_BASE_URL set the agent speaks Chat Completions (what most compatible servers offer;
+SUNDRY_AGENT_API=responses to override). Without a reachable model it stops with one line before it opens
+a ticket or stores a turn.
 
 The session is the ticket: every message, tool call and tool result becomes a desk turn, and every run
 starts from the desk's assembled context (pinned state, the reviewed summary, the turns since), so the
@@ -20,6 +24,7 @@ import os
 import sys
 
 from agents import Agent, Runner, function_tool, set_default_openai_api
+from model_check import model_base_url_or_exit
 from sundry_desk_client import AsyncDeskClient, NotFound
 from sundry_desk_client.agents import DeskSession, guarded
 
@@ -55,10 +60,14 @@ def track_parcel(order: str, item: str) -> str:
 
 
 async def main(ticket_id: str, message: str) -> None:
-    if os.environ.get("SUNDRY_AGENT_API") == "chat_completions":
+    model_base_url_or_exit("support_agent")  # before anything is opened at the desk
+    if not os.environ.get("SUNDRY_DESK_TOKEN"):
+        sys.exit("support_agent: set SUNDRY_DESK_TOKEN (python manage.py create_agent NAME prints one)")
+    default_api = "chat_completions" if os.environ.get("OPENAI_BASE_URL") else "responses"
+    if os.environ.get("SUNDRY_AGENT_API", default_api) == "chat_completions":
         set_default_openai_api("chat_completions")
     url = os.environ.get("SUNDRY_DESK_URL", "http://127.0.0.1:8000")
-    async with AsyncDeskClient(url, os.environ["SUNDRY_DESK_TOKEN"]) as desk:
+    async with AsyncDeskClient(url, os.environ.get("SUNDRY_DESK_TOKEN", "")) as desk:
         try:
             await desk.get_ticket(ticket_id)
         except NotFound:

@@ -118,6 +118,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "desk.middleware.TraceContextMiddleware",
     "desk.middleware.ApiErrorsMiddleware",
     "desk.middleware.PageNotFoundMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into our 429 page.

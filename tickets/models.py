@@ -465,6 +465,30 @@ class TicketStatusChange(models.Model):
         return f"{self.ticket_id} {self.from_status} -> {self.to_status}"
 
 
+class Handoff(models.Model):
+    """A handoff between agents on a ticket: who handed it to whom, and what the receiving agent was given
+    (for instance the turns a handoff filter kept). The pinned state goes with the ticket whatever it dropped."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="handoffs")
+    actor_kind = models.CharField(max_length=20, choices=choices(ActorKind))
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    from_agent = models.CharField(max_length=200)
+    to_agent = models.CharField(max_length=200)
+    given = models.JSONField(default=dict, blank=True, help_text="What the receiving agent was given.")
+    at_turn = models.PositiveIntegerField(null=True, blank=True, help_text="The ticket's newest turn then.")
+    state_version = models.PositiveIntegerField(help_text="The pinned state's version handed over.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["ticket", "-created_at"], name="handoff_ticket_time")]
+
+    def __str__(self) -> str:
+        return f"{self.ticket_id} {self.from_agent} -> {self.to_agent}"
+
+
 class AgentToken(models.Model):
     """An agent's API token, stored as a lookup prefix and the SHA-256 digest of the whole key.
 

@@ -122,6 +122,17 @@ class ActionIn(StrictSerializer):
     )
 
 
+class HandoffIn(StrictSerializer):
+    from_agent = StrictCharField(max_length=200, help_text="The agent handing the ticket over.")
+    to_agent = StrictCharField(max_length=200, help_text="The agent receiving it.")
+    given = JSONObjectField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="What the receiving agent was given (e.g. the turns a handoff filter kept, a note).",
+    )
+
+
 class ActionSettleIn(StrictSerializer):
     status = serializers.ChoiceField(choices=values(SETTLE_STATUSES))
     reason = StrictCharField(
@@ -438,6 +449,7 @@ class HistoryEntryOut(serializers.Serializer):
             "status_change",
             "compaction",
             "ledger",
+            "handoff",
         ]
     )
     at = serializers.DateTimeField(help_text="When it happened.")

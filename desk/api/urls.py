@@ -25,6 +25,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="api-action",
     ),
     path("tickets/<str:ticket_id>/history/", views.HistoryView.as_view(), name="api-history"),
+    path("tickets/<str:ticket_id>/handoffs/", views.HandoffListView.as_view(), name="api-handoffs"),
     path("tickets/<str:ticket_id>/context/", views.ContextView.as_view(), name="api-context"),
     path("tickets/<str:ticket_id>/compactions/", views.CompactionListView.as_view(), name="api-compactions"),
     # Signed by the payment system, not behind agent token auth (desk/api/ledger.py).

@@ -22,9 +22,11 @@ from desk.api.authentication import HashedTokenAuthentication
 from desk.api.exceptions import desk_exception_handler
 from desk.api.parsers import BoundedJSONParser
 from desk.api.permissions import AgentWritesStaffReads
+from desk.history import handoff_entry
 from desk.turns import receive_turn
 from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
+from tickets.services.handoffs import record_handoff
 from tickets.services.lifecycle import open_ticket, set_ticket_status
 from tickets.services.state_changes import change_state
 
@@ -223,6 +225,30 @@ class ActionListView(DeskAPIView):
         if recorded.replayed:
             response["Idempotent-Replayed"] = "true"
         return response
+
+
+class HandoffListView(DeskAPIView):
+    """Record a handoff between agents on the ticket (a history entry beside its compactions)."""
+
+    @extend_schema(
+        operation_id="record_handoff",
+        summary="Record a handoff between agents: from, to, and what the receiving agent was given",
+        request=serializers.HandoffIn,
+        responses={201: serializers.HistoryEntryOut, **schema.errors(400, 401, 403, 404, 413)},
+    )
+    def post(self, request: Request, ticket_id: str) -> Response:
+        ticket = selectors.ticket_by_id(ticket_id)
+        data = _validated(serializers.HandoffIn, request)
+        handoff = record_handoff(
+            ticket=ticket,
+            from_agent=data["from_agent"],
+            to_agent=data["to_agent"],
+            given=data["given"] or {},
+            by=_agent(request),
+        )
+        return Response(
+            serializers.HistoryEntryOut(handoff_entry(handoff)).data, status=status.HTTP_201_CREATED
+        )
 
 
 class ActionDetailView(DeskAPIView):

@@ -20,6 +20,7 @@ from core.errors import DeskError, InvalidInput
 from core.identity import has_words, normalize_name
 from core.state import MONEY_TOTALS, ActionItem, StateItems, agent_item, total_name
 from core.vocabulary import ActionStatus, ActorKind, StateOp
+from tickets import telemetry
 from tickets.compiled_reads import CompiledRead
 from tickets.errors import (
     ActionAlreadySettled,
@@ -115,6 +116,15 @@ def record_action(
         source=source,
     )
     if isinstance(outcome, ActionRecorded):
+        telemetry.guard_decision(
+            ticket_id=ticket.ticket_id,
+            tool=tool,
+            item=item,
+            amount_cents=amount_cents,
+            decision="allowed",
+            status=status,
+            action_id=outcome.action.get("id", ""),
+        )
         return outcome
     # Nothing was written for the refused request; the refusal is, then raised past the writing block.
     attempt = RefusedAttempt.objects.create(
@@ -128,6 +138,16 @@ def record_action(
         at_turn=at_turn,
         thread_turn=outcome.thread_turn,
         request=outcome.request,
+        earlier_action_id=outcome.earlier_id,
+        message=outcome.error.message,
+    )
+    telemetry.guard_decision(
+        ticket_id=ticket.ticket_id,
+        tool=tool,
+        item=item,
+        amount_cents=amount_cents,
+        decision="refused",
+        status=status,
         earlier_action_id=outcome.earlier_id,
         message=outcome.error.message,
     )

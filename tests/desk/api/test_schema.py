@@ -35,6 +35,7 @@ def test_the_schema_is_valid_openapi_3_and_lists_every_endpoint(schema: dict) ->
         ("POST", "/api/v1/tickets/{ticket_id}/actions/"),
         ("PATCH", "/api/v1/tickets/{ticket_id}/actions/{action_id}/"),
         ("GET", "/api/v1/tickets/{ticket_id}/history/"),
+        ("POST", "/api/v1/tickets/{ticket_id}/handoffs/"),
         ("GET", "/api/v1/tickets/{ticket_id}/context/"),
         ("GET", "/api/v1/tickets/{ticket_id}/compactions/"),
     }

@@ -19,6 +19,7 @@ from sundry_desk_client.models import (
     ActionRecorded,
     Compaction,
     Context,
+    HistoryEntry,
     HistoryPage,
     PinnedState,
     Ticket,
@@ -286,7 +287,17 @@ def settle_intent(ticket_id: str, action_id: str, *, status: str, reason: str) -
     return ActionRecorded.model_validate({**data, "replayed": reply.replayed})
 
 
-# ---------------------------------------------------------------- history
+# ---------------------------------------------------------------- handoffs and history
+
+
+def record_handoff(
+    ticket_id: str, *, from_agent: str, to_agent: str, given: dict[str, Any] | None
+) -> Flow[HistoryEntry]:
+    body: dict[str, Any] = {"from_agent": from_agent, "to_agent": to_agent}
+    if given is not None:
+        body["given"] = given
+    reply = yield Request("POST", tickets(ticket_id, "handoffs"), json=body)
+    return HistoryEntry.model_validate(reply.body)
 
 
 def history(ticket_id: str, *, page_url: str | None, params: dict[str, Any] | None) -> Flow[HistoryPage]:

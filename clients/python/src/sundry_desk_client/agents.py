@@ -19,13 +19,28 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast, get_type_hints
 
-from agents import FunctionTool, SessionSettings, TResponseInputItem, function_tool
+from agents import (
+    FunctionTool,
+    RunContextWrapper,
+    RunHooks,
+    SessionSettings,
+    TResponseInputItem,
+    function_tool,
+)
 from agents.tool_context import ToolContext
 
 from sundry_desk_client._flows import new_key
+from sundry_desk_client._shared import (
+    is_reasoning,
+    json_safe,
+    not_reserved_text,
+    refusal_text,
+    state_text,
+    summary_text,
+)
 from sundry_desk_client.client import AsyncDeskClient, DeskClient
 from sundry_desk_client.errors import BeliefStale, DeskError, RepeatRefused
-from sundry_desk_client.models import Context, ContextTurn, TurnAnswer
+from sundry_desk_client.models import Context, TurnAnswer
 
 # The money totals of the pinned state: what an agent's belief (`expects`) is made of.
 MONEY_TOTALS = ("refunded_cents_total", "charged_cents_total", "credited_cents_total")
@@ -193,31 +208,15 @@ def items_to_turns(
 
 
 def _state_message(context: Context, role: str) -> dict[str, Any]:
-    state = json.dumps(context.pinned_state.agent_json(), separators=(",", ":"), ensure_ascii=False)
-    return {
-        "role": role,
-        "content": (
-            "Pinned ticket state (from the desk; authoritative: read refunded_cents_total and actions_taken "
-            f"before any refund):\n{state}"
-        ),
-    }
+    return {"role": role, "content": state_text(context)}
 
 
 def _summary_message(context: Context, role: str) -> dict[str, Any] | None:
-    if context.summary is None:
-        return None
-    # The desk folds the previous summary into each new one, so it stands for every turn up to the cut.
-    covers = context.summary_covers_turns
-    span = f" of turns 1-{covers[-1]}" if covers else ""
-    summary = json.dumps(context.summary.model_dump(mode="json"), ensure_ascii=False)
-    return {
-        "role": role,
-        "content": f"Summary{span} (the desk compacted them; the turns after it follow verbatim):\n{summary}",
-    }
+    text = summary_text(context)
+    return None if text is None else {"role": role, "content": text}
 
 
-def _is_reasoning(turn: ContextTurn) -> bool:
-    return isinstance(turn.args, dict) and turn.args.get("sdk_item") == "reasoning"
+_is_reasoning = is_reasoning
 
 
 def context_to_items(context: Context, *, state_role: str = "system") -> list[dict[str, Any]]:
@@ -342,31 +341,48 @@ class DeskSession:
         )
 
 
+class DeskHandoffHooks(RunHooks[Any]):
+    """Run hooks that record every SDK handoff on the session's ticket (from, to, and what the receiving
+    agent was given: the desk's assembled context, whose pinned state no handoff filter drops).
+
+        Runner.run(triage, "...", session=session, hooks=DeskHandoffHooks(session))
+    """
+
+    def __init__(self, session: DeskSession) -> None:
+        self.session = session
+        self.recorded: list[Any] = []
+
+    async def on_handoff(self, context: RunContextWrapper[Any], from_agent: Any, to_agent: Any) -> None:
+        session = self.session
+        try:
+            desk_context: Context = await _call(session.client, "context", session.ticket_id)
+            turns = [t.number for t in desk_context.turns]
+            given = {
+                "source": "openai-agents handoff",
+                "pinned_state_version": desk_context.pinned_state.version,
+                "summary": desk_context.summary is not None,
+                "turns": [turns[0], turns[-1]] if turns else [],
+            }
+            entry = await _call(
+                session.client,
+                "record_handoff",
+                session.ticket_id,
+                from_agent=str(getattr(from_agent, "name", from_agent)),
+                to_agent=str(getattr(to_agent, "name", to_agent)),
+                given=given,
+            )
+            self.recorded.append(entry)
+        except DeskError:
+            # The handoff itself goes on; the desk's record of it is what is missing (logged).
+            logger.exception("could not record the handoff on ticket %s", session.ticket_id)
+
+
 # ---------------------------------------------------------------- guarded tools
 
 
-def _json_safe(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
-
-
-def _refusal(exc: RepeatRefused, tool: str) -> str:
-    earlier = exc.earlier_action
-    return json.dumps(
-        {
-            "refused": True,
-            "error": exc.code or "repeat_refused",
-            "message": exc.message,
-            "earlier_action": earlier,
-            "refunded_cents_total": exc.refunded_cents_total,
-            "note": (
-                f"{tool} did NOT run. The desk already records {earlier.get('tool', tool)} "
-                f"{earlier.get('id', '')} for {earlier.get('item', 'this item')} "
-                f"({earlier.get('amount_cents', '?')} cents at turn {earlier.get('at_turn', '?')}). "
-                "Tell the customer what was already done; do not try again."
-            ),
-        },
-        ensure_ascii=False,
-    )
+_json_safe = json_safe
+_refusal = refusal_text
+_not_reserved = not_reserved_text
 
 
 def _stale_belief(exc: BeliefStale, tool: str) -> str:
@@ -377,19 +393,6 @@ def _stale_belief(exc: BeliefStale, tool: str) -> str:
             "message": exc.message,
             "actions": exc.body.get("actions", []),
             "note": f"{tool} did NOT run: the ticket's money is not what you were told; re-read the state.",
-        },
-        ensure_ascii=False,
-    )
-
-
-def _not_reserved(exc: DeskError, tool: str) -> str:
-    return json.dumps(
-        {
-            "refused": False,
-            "error": exc.code or type(exc).__name__,
-            "status": exc.status,
-            "message": exc.message,
-            "note": f"{tool} did NOT run: the desk could not reserve it ({exc}).",
         },
         ensure_ascii=False,
     )

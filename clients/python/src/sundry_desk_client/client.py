@@ -301,7 +301,16 @@ class DeskClient(_Base):
             reason = "the tool failed"
         return self._run(flows.settle_intent(ticket_id, action_id, status=status, reason=reason))
 
-    # ------------------------------------------------------------ history
+    # ------------------------------------------------------------ handoffs and history
+
+    def record_handoff(
+        self, ticket_id: str, *, from_agent: str, to_agent: str, given: dict[str, Any] | None = None
+    ) -> HistoryEntry:
+        """Record a handoff between agents on the ticket: from, to, and what the receiving agent was given
+        (a history entry beside the compactions; the pinned state goes with the ticket)."""
+        return self._run(
+            flows.record_handoff(ticket_id, from_agent=from_agent, to_agent=to_agent, given=given)
+        )
 
     def history(self, ticket_id: str, *, page_url: str | None = None, **params: Any) -> HistoryPage:
         """One page of everything that happened to the ticket, newest first."""
@@ -520,6 +529,13 @@ class AsyncDeskClient(_Base):
         if not succeeded and not reason:
             reason = "the tool failed"
         return await self._run(flows.settle_intent(ticket_id, action_id, status=status, reason=reason))
+
+    async def record_handoff(
+        self, ticket_id: str, *, from_agent: str, to_agent: str, given: dict[str, Any] | None = None
+    ) -> HistoryEntry:
+        return await self._run(
+            flows.record_handoff(ticket_id, from_agent=from_agent, to_agent=to_agent, given=given)
+        )
 
     async def history(self, ticket_id: str, *, page_url: str | None = None, **params: Any) -> HistoryPage:
         return await self._run(flows.history(ticket_id, page_url=page_url, params=params or None))
