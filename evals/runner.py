@@ -28,10 +28,13 @@ from compaction.selectors import assemble_context
 from desk.importer import ImportClass, ImportFileError, ImportTicket, import_ticket
 from evals.baseline import baseline_messages, baseline_summary, rolling_summary
 from evals.facts import CATEGORIES, FactCheck, check_baseline, check_facts, expected_facts
+from evals.money import TOTAL_OF, replay
 from evals.tau import is_adapted, source_of
 from tickets.errors import DeskError, RepeatRefused
+from tickets.identity import ToolCatalog
 from tickets.models import PinnedState, SummarizerBackend, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
+from tickets.state import MONEY_TOTALS
 from tickets.tokens import REPLY_PRIMING_TOKENS, count_message, state_message, turn_text
 
 IMMEDIATE_TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
@@ -133,10 +136,14 @@ class TicketResult:
     summarizer_latency_ms: int = 0
     facts: list[FactCheck] = field(default_factory=list)
     probes: list[Probe] = field(default_factory=list)
-    refunded_cents_expected: int = 0
-    refunded_cents_state: int = 0
-    charged_cents_expected: int = 0
-    charged_cents_state: int = 0
+    # Money: the pinned state's three totals, the independent figure in the same three directions (the
+    # writes replayed against the domain's data, `evals/money.py`; for the project's own format, the
+    # document's actions), and the adapter's own ledger, reported beside them.
+    money_state: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MONEY_TOTALS, 0))
+    money_independent: dict[str, int] | None = None
+    money_ledger: dict[str, int] | None = None
+    money_replayed: dict[str, int] | None = None  # every direction each write moved, before the catalog
+    money_source: str = ""
     scripted_refusals: int = 0
     contexts_checked: int = 0
     seconds: float = 0.0
@@ -203,16 +210,13 @@ class TicketResult:
         for probe in self.probes:
             if not probe.refused:
                 out.append(f"a repeat {probe.tool} on {probe.item} was not refused")
-        if self.refunded_cents_expected != self.refunded_cents_state:
-            out.append(
-                f"refunded {self.refunded_cents_expected} cents in the transcript, "
-                f"{self.refunded_cents_state} in the pinned state"
-            )
-        if self.charged_cents_expected != self.charged_cents_state:
-            out.append(
-                f"charged {self.charged_cents_expected} cents in the transcript, "
-                f"{self.charged_cents_state} in the pinned state"
-            )
+        if self.money_independent is not None:
+            for total in MONEY_TOTALS:
+                if self.money_independent[total] != self.money_state[total]:
+                    out.append(
+                        f"{total}: {self.money_independent[total]} cents by {self.money_source}, "
+                        f"{self.money_state[total]} in the pinned state"
+                    )
         return out
 
     @property
@@ -253,14 +257,11 @@ class TicketResult:
             "facts": [c.as_json() for c in self.facts],
             "probes": [p.as_json() for p in self.probes],
             "money": {
-                "refunded_cents": {
-                    "transcript": self.refunded_cents_expected,
-                    "state": self.refunded_cents_state,
-                },
-                "charged_cents": {
-                    "transcript": self.charged_cents_expected,
-                    "state": self.charged_cents_state,
-                },
+                "state": self.money_state,
+                "independent": self.money_independent,
+                "independent_source": self.money_source,
+                "replayed_all_directions": self.money_replayed,
+                "adapter_ledger": self.money_ledger,
             },
             "scripted_refusals": self.scripted_refusals,
             "problems": self.problems(),
@@ -302,20 +303,29 @@ def aggregate(tickets: list[TicketResult]) -> dict[str, Any]:
             "total": sum(len(t.probes) for t in tickets),
             "refused": sum(t.probes_refused for t in tickets),
         },
-        "money": {
-            "refunded_cents": {
-                "transcript": sum(t.refunded_cents_expected for t in tickets),
-                "state": sum(t.refunded_cents_state for t in tickets),
-            },
-            "charged_cents": {
-                "transcript": sum(t.charged_cents_expected for t in tickets),
-                "state": sum(t.charged_cents_state for t in tickets),
-            },
-        },
+        "money": money_totals(tickets),
         "scripted_refusals": sum(t.scripted_refusals for t in tickets),
         "problems": sum(len(t.problems()) for t in tickets),
         "ok": all(t.ok for t in tickets),
     }
+
+
+def money_totals(tickets: list[TicketResult]) -> dict[str, Any]:
+    """Per money total: the pinned states' sum, the independent figures' sum (over the tickets that have
+    one) and the tickets where the two differ."""
+    checked = [t for t in tickets if t.money_independent is not None]
+    out: dict[str, Any] = {}
+    for total in MONEY_TOTALS:
+        out[total] = {
+            "state": sum(t.money_state[total] for t in tickets),
+            "state_of_checked": sum(t.money_state[total] for t in checked),
+            "independent": sum((t.money_independent or {})[total] for t in checked),
+            "tickets_differing": sum(
+                (t.money_independent or {})[total] != t.money_state[total] for t in checked
+            ),
+        }
+    out["tickets_checked"] = len(checked)
+    return out
 
 
 def _grouped(
@@ -449,18 +459,45 @@ def _turn_dicts(ticket: Ticket, first: int, last: int) -> list[dict[str, Any]]:
     ]
 
 
-def _money_expected(doc: ImportTicket) -> tuple[int, int]:
-    """(refunded, charged) cents the transcript moved: the adapter's ledger, else the document's events."""
-    money = source_of(doc).get("money")
-    if isinstance(money, dict):
-        return int(money.get("refunded_cents") or 0), int(money.get("charged_cents") or 0)
-    refunded = charged = 0
-    for turn in doc.turns:
-        for event in turn.events:
-            if event.type == "action_taken" and not event.expect_refused:
-                refunded += event.amount_cents
-                charged += int((event.args or {}).get("charged_cents") or 0)
-    return refunded, charged
+def _money_independent(doc: ImportTicket, catalog: ToolCatalog, result: TicketResult) -> None:
+    """The money the pinned state should total, worked out without the adapter's ledger.
+
+    An adapted airline or retail transcript: its writes replayed against the domain's initial data, each
+    write's money in the direction its tool has in the class's catalog. The project's own format: the
+    document's actions (what it says moved). Telecom: none (no domain data here), reported as unchecked.
+    """
+    ledger = source_of(doc).get("money")
+    result.money_ledger = {k: int(v) for k, v in ledger.items()} if isinstance(ledger, dict) else None
+    expected = dict.fromkeys(MONEY_TOTALS, 0)
+    if is_adapted(doc):
+        replayed = replay(doc)
+        if replayed is None:
+            result.money_source = "unchecked: no initial data for this domain"
+            return
+        if replayed.unchecked:
+            tools = ", ".join(sorted({f"{w.tool} on {w.record}" for w in replayed.unchecked}))
+            result.money_source = f"unchecked: no domain data or earlier result for {tools}"
+            result.money_replayed = replayed.totals.as_json()
+            return
+        for write in replayed.writes:
+            effect = catalog.money_effect(write.tool)
+            if effect is not None:
+                expected[TOTAL_OF[effect]] += write.moved.of(effect)
+        result.money_replayed = replayed.totals.as_json()
+        result.money_source = "the writes replayed against the domain's data"
+        if replayed.unknown_records:
+            result.money_source += (
+                f" ({len(replayed.unknown_records)} record(s) first shown by the transcript)"
+            )
+    else:
+        for turn in doc.turns:
+            for event in turn.events:
+                if event.type == "action_taken" and not event.expect_refused:
+                    effect = catalog.money_effect(event.tool or "")
+                    if effect is not None:
+                        expected[TOTAL_OF[effect]] += event.amount_cents
+        result.money_source = "the document's actions"
+    result.money_independent = expected
 
 
 def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
@@ -548,17 +585,8 @@ def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
             for t in _turn_dicts(ticket, 1, len(doc.turns))
         ],
     )
-    result.refunded_cents_expected, result.charged_cents_expected = _money_expected(doc)
-    # Money back to the customer, as the adapter counts it: refunds, and credits such as certificates
-    # (the class's tool catalog files `send_certificate` under credit).
-    result.refunded_cents_state = int(state.get("refunded_cents_total") or 0) + int(
-        state.get("credited_cents_total") or 0
-    )
-    result.charged_cents_state = sum(
-        int((a.get("args") or {}).get("charged_cents") or 0)
-        for a in state.get("actions_taken", [])
-        if not a.get("reversed")
-    )
+    result.money_state = {total: int(state.get(total) or 0) for total in MONEY_TOTALS}
+    _money_independent(doc, ticket_class.tool_catalog, result)
     seen: set[tuple[str, str]] = set()
     for fact in facts:
         if fact.category == "actions_taken" and (fact.tool, fact.item) not in seen:

@@ -44,8 +44,9 @@ def _dollars(cents: int) -> str:
 
 
 def _money(money: dict[str, int]) -> str:
-    mark = "" if money["transcript"] == money["state"] else " MISMATCH"
-    return f"{_dollars(money['transcript'])} / {_dollars(money['state'])}{mark}"
+    """One total: the independent figure / the pinned states (over the tickets with an independent figure)."""
+    mark = f" MISMATCH x{money['tickets_differing']}" if money["tickets_differing"] else ""
+    return f"{_dollars(money['independent'])} / {_dollars(money['state_of_checked'])}{mark}"
 
 
 def _short_name(name: str, width: int = 44) -> str:
@@ -108,8 +109,10 @@ def render_domains(report: EvalReport) -> list[str]:
                 _kept(retention, "in_state"),
                 _kept(retention, "in_context_without_state"),
                 _kept(retention, "baseline_in_context"),
-                _money(money["refunded_cents"]),
-                _money(money["charged_cents"]),
+                _money(money["refunded_cents_total"]),
+                _money(money["charged_cents_total"]),
+                _money(money["credited_cents_total"]),
+                f"{money['tickets_checked']}/{figures['tickets']}",
             ]
         )
     header = [
@@ -120,8 +123,10 @@ def render_domains(report: EvalReport) -> list[str]:
         "facts in state",
         "ctx w/o state",
         "baseline ctx",
-        "refunded: transcript / state",
-        "charged: transcript / state",
+        "refunded: replay / state",
+        "charged: replay / state",
+        "credited: replay / state",
+        "money checked",
     ]
     return _table(header, rows, right={1, 2, 3, 4, 5, 6})
 
@@ -218,8 +223,9 @@ def render_totals(report: EvalReport) -> list[str]:
         f"compactions that did not shrink the request: {totals['compactions_not_shrinking']}",
         f"tokens: {tokens['uncompacted']:,} uncompacted -> {tokens['context']:,} with compaction "
         f"({tokens['saved']:,} saved, {100 * tokens['saved_share']:.1f}%); baseline requests {tokens['baseline_context']:,}",
-        f"repeat probes refused: {_percent(probes['refused'], probes['total'])}; money: refunded "
-        f"{_money(money['refunded_cents'])}, charged {_money(money['charged_cents'])} (transcripts / pinned states)",
+        f"repeat probes refused: {_percent(probes['refused'], probes['total'])}; money (independent replay / "
+        f"pinned states, {money['tickets_checked']} tickets checked): refunded {_money(money['refunded_cents_total'])}, "
+        f"charged {_money(money['charged_cents_total'])}, credited {_money(money['credited_cents_total'])}",
     ]
 
 

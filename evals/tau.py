@@ -29,10 +29,15 @@ same services) a live agent's turns go through. The mapping, and why:
   entries say `transaction_type` (refund or payment); airline entries are signed (a cancellation
   appends the negated payments: refunds to the original payment method). A certificate's money is
   its `amount` argument. Telecom's `refuel_data` returns its `charge`; the customer's
-  `make_payment` says what it paid. Money back to the customer (refunds, certificates) is the
-  action's `amount_cents`, so it counts in the pinned `refunded_cents_total`; money charged is kept
-  in the action's args as `charged_cents`. Each document also carries the transcript's own ledger
-  (`source.money`) so the eval can compare the pinned states with the transcripts per domain.
+  `make_payment` says what it paid. A cancellation only refunds: the positive entries its result
+  shows are the payments it reverses (a reservation the agent never looked up shows them for the
+  first time), not new charges. The action's `amount_cents` is the money in the direction its tool
+  has in the class's catalog (a refund tool's refund, a charge tool's charge: a booking's payment,
+  a certificate's credit), so the pinned `refunded_cents_total`, `charged_cents_total` and
+  `credited_cents_total` add up what moved; money the write moved the other way (a flight change
+  that refunds a difference, a payment method swapped) stays in its args (`refunded_cents`,
+  `charged_cents`). Each document also carries the transcript's own ledger (`source.money`); the
+  eval's independent figure replays the writes against the domain's data (`evals/money.py`).
 - Constraints: the customer's brief (tau2 `user_scenario.instructions.reason_for_call` and
   `task_instructions`; tau-bench's `instruction`), sentence by sentence, as `constraint_stated`
   events on the first customer turn: stricter than the transcript, which is the point.
@@ -52,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from desk.importer import ImportClass, ImportEvent, ImportTicket, ImportTurn
-from tickets.identity import default_money_tools
+from tickets.identity import ToolCatalog, default_money_tools
 from tickets.tokens import count_message
 
 DOMAINS = ("retail", "airline", "telecom")
@@ -226,11 +231,16 @@ class _Pending:
 class Ledger:
     """Money the transcript's tool results show moving, in cents."""
 
-    refunded_cents: int = 0  # back to the customer: refunds, certificates
+    refunded_cents: int = 0  # back to the customer's payment method: refunds
     charged_cents: int = 0  # from the customer: payments, price differences, fees, bills paid
+    credited_cents: int = 0  # given back as a credit: certificates
 
     def as_json(self) -> dict[str, int]:
-        return {"refunded_cents": self.refunded_cents, "charged_cents": self.charged_cents}
+        return {
+            "refunded_cents": self.refunded_cents,
+            "charged_cents": self.charged_cents,
+            "credited_cents": self.credited_cents,
+        }
 
 
 class _Builder:
@@ -302,7 +312,12 @@ class _Builder:
             self.ledger.charged_cents += charged
             turn.events.append(
                 self._event(
-                    call, item=paid.group(2), refunded=0, args={"charged_cents": charged, "by": "customer"}
+                    call,
+                    item=paid.group(2),
+                    amount=charged if _effect(call.name) == "charge" else 0,
+                    args={"by": "customer"}
+                    if _effect(call.name) == "charge"
+                    else {"charged_cents": charged, "by": "customer"},
                 )
             )
         self.turns.append(turn)
@@ -326,10 +341,12 @@ class _Builder:
 
     def _action(self, call: _Pending, result: dict[str, Any] | None, text: str) -> ImportEvent:
         args: dict[str, Any] = dict(call.arguments)
-        refunded = charged = 0
+        refunded = charged = credited = 0
         item = item_for(call.name, call.arguments, result)
         if result is not None:
             refunded, charged = self._money(result)
+            if verb(call.name) == "cancel":
+                charged = 0  # a cancellation reverses payments: the positive entries are the ones it reversed
             returned = set(result.get("return_items") or [])
             if returned:
                 args["refund_due_cents"] = sum(
@@ -342,17 +359,27 @@ class _Builder:
             if verb(call.name) == "refuel" and result.get("charge") is not None:
                 charged += to_cents(result["charge"])
         if call.name == "send_certificate":
-            refunded += to_cents(call.arguments.get("amount", 0))
+            credited += to_cents(call.arguments.get("amount", 0))
             named = CERTIFICATE.search(text)
             if named:
                 args["certificate_id"] = named.group(1)
         self.ledger.refunded_cents += refunded
         self.ledger.charged_cents += charged
-        if charged:
-            args["charged_cents"] = charged
-        return self._event(call, item=item, refunded=refunded, args=args)
+        self.ledger.credited_cents += credited
+        moved = {"refund": refunded, "charge": charged, "credit": credited}
+        effect = _effect(call.name)
+        # The action's amount is its tool's direction; what moved the other way is kept in its args.
+        for direction, key in (
+            ("refund", "refunded_cents"),
+            ("charge", "charged_cents"),
+            ("credit", "credited_cents"),
+        ):
+            if moved[direction] and direction != effect:
+                args[key] = moved[direction]
+        amount = moved[effect] if effect else 0
+        return self._event(call, item=item, amount=amount, args=args)
 
-    def _event(self, call: _Pending, *, item: str, refunded: int, args: dict[str, Any]) -> ImportEvent:
+    def _event(self, call: _Pending, *, item: str, amount: int, args: dict[str, Any]) -> ImportEvent:
         reversible = verb(call.name) in REVERSIBLE_VERBS
         key = (call.name, item)
         self.done[key] += 1
@@ -361,7 +388,7 @@ class _Builder:
             type="action_taken",
             tool=call.name,
             item=item,
-            amount_cents=refunded,
+            amount_cents=amount,
             reversible=reversible,
             args=args,
             idempotency_key=f"{self.ticket_id}-{len(self.turns) + 1}-{call.id}"[:255],
@@ -392,6 +419,20 @@ class _Builder:
             elif kind == "payment" or (not kind and amount > 0):
                 charged += abs(amount)
         return refunded, charged
+
+
+# The adapted classes' money tools: the defaults, and telecom's two writes that take the customer's money.
+TAU_MONEY_TOOLS = {**default_money_tools(), "refuel_data": "charge", "make_payment": "charge"}
+
+
+@cache
+def _catalog() -> ToolCatalog:
+    return ToolCatalog.build(irreversible=[], money=TAU_MONEY_TOOLS)
+
+
+def _effect(tool: str) -> str | None:
+    """The money direction the adapted classes' catalog gives a tool (refund, charge, credit), or None."""
+    return _catalog().money_effect(tool)
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
@@ -435,9 +476,8 @@ def _document(
                 slug=f"tau-{domain}-{policy_tokens + budget}",
                 token_budget=policy_tokens + budget,
                 compaction_threshold=DEFAULT_THRESHOLD,
-                # The adapter records money back to the customer as an action's amount: a flight change
-                # that refunds a price difference is a refund tool here (what it charges stays in its args).
-                money_tools={**default_money_tools(), "update_reservation_flights": "refund"},
+                # Each write's amount is the money in its tool's direction in this catalog.
+                money_tools=dict(TAU_MONEY_TOOLS),
             ),
             "system_prompt": policy or None,
             "turns": turns,

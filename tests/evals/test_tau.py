@@ -257,10 +257,18 @@ def fixture(name: str) -> ImportTicket:
     return doc
 
 
+def _other_way(tool: str, args: dict[str, Any]) -> int:
+    return sum(
+        int(args.get(key, 0)) for key in ("refunded_cents", "charged_cents", "credited_cents") if key in args
+    )
+
+
 def actions(doc: ImportTicket) -> list[tuple[str, str, str, int, int]]:
-    """(turn role, tool, item, refunded cents, charged cents) of each action_taken event."""
+    """(turn role, tool, item, amount cents, cents moved the other way) of each action_taken event: the amount
+    is the money in the tool's direction (a refund tool's refund, a charge tool's charge, a certificate's
+    credit); what the write moved the other way stays in its args."""
     return [
-        (t.role, e.tool or "", e.item, e.amount_cents, int((e.args or {}).get("charged_cents", 0)))
+        (t.role, e.tool or "", e.item, e.amount_cents, _other_way(e.tool or "", e.args or {}))
         for t in doc.turns
         for e in t.events
         if e.type == "action_taken"
@@ -291,7 +299,7 @@ def test_v1_retail_without_a_policy_in_the_file_gets_the_fixture_policy_and_its_
         ),  # the retry; the error is no action
         ("tool_result", "return_delivered_order_items", "#W2000003", 0, 0),
     ]
-    assert source["money"] == {"refunded_cents": 18246 + 1799, "charged_cents": 0}
+    assert source["money"] == {"refunded_cents": 18246 + 1799, "charged_cents": 0, "credited_cents": 0}
 
 
 def test_v1_retail_pairs_parallel_results_by_id_reused_ids_by_order_and_nameless_ids_by_tool() -> None:
@@ -325,15 +333,15 @@ def test_v1_airline_cancellation_refunds_to_the_original_payment_and_a_booking_i
             "tool_result",
             "book_reservation",
             "HATHAT",
-            0,
             19200,
+            0,
         ),  # the reservation the result names, not the user
         (
             "tool_result",
             "update_reservation_baggages",
             "HATHAT",
-            0,
             5000,
+            0,
         ),  # only the entry new since the booking
     ]
     [certificate] = [e for t in doc.turns for e in t.events if e.tool == "send_certificate"]
@@ -355,11 +363,11 @@ def test_tau2_airline_signed_refunds_flagged_errors_and_calls_without_ids() -> N
         (
             "tool_result",
             "update_reservation_flights",
-            "K1NW8N",
-            12000,
+            "FXK1N8",
             0,
-        ),  # a cheaper flight: -120 in the history
-        ("tool_result", "cancel_reservation", "4WQ150", 43000, 0),
+            12000,
+        ),  # a cheaper flight: -120 in the history, a refund by a charge tool (kept in its args)
+        ("tool_result", "cancel_reservation", "FX4W15", 43000, 0),
     ]
     flagged = [t for t in doc.turns if t.role == "tool_result" and t.content.startswith("Error")]
     assert len(flagged) == 1 and flagged[0].events == []
@@ -378,9 +386,9 @@ def test_tau2_telecom_customer_tools_are_customer_turns_and_bills_and_charges_ar
     assert doc.system_prompt and doc.system_prompt.startswith("# Telecom agent policy")
     assert actions(doc) == [
         ("tool_result", "send_payment_request", "B1002", 0, 0),
-        ("customer", "make_payment", "B1002", 0, 8550),  # the customer paid the bill on their phone
+        ("customer", "make_payment", "B1002", 8550, 0),  # the customer paid the bill on their phone
         ("tool_result", "resume_line", "L1001", 0, 0),
-        ("tool_result", "refuel_data", "L1001", 0, 400),  # refuel_data returns its charge
+        ("tool_result", "refuel_data", "L1001", 400, 0),  # refuel_data returns its charge
         ("tool_result", "enable_roaming", "L1001", 0, 0),
     ]
     toggles = [e for t in doc.turns for e in t.events if e.tool in {"resume_line", "enable_roaming"}]
@@ -411,10 +419,28 @@ def test_each_published_shape_imports_and_its_pinned_money_matches_the_transcrip
     import_ticket(ImportTicket.model_validate(doc.model_dump()))
     state = PinnedState.objects.get(ticket__ticket_id=doc.ticket_id).agent_json()
     money = (doc.model_extra or {})["source"]["money"]
-    # Money back to the customer: refunds, and credits (certificates) in their own total.
-    assert state["refunded_cents_total"] + state["credited_cents_total"] == money["refunded_cents"]
-    charged = sum(int(a["args"].get("charged_cents", 0)) for a in state["actions_taken"])
-    assert charged == money["charged_cents"]
+    # Each total is its direction's money, less what a tool of the other direction moved (kept in its args).
+    other = {"refunded_cents": 0, "charged_cents": 0, "credited_cents": 0}
+    for action in state["actions_taken"]:
+        for key in other:
+            other[key] += int(action["args"].get(key, 0))
+    assert state["refunded_cents_total"] == money["refunded_cents"] - other["refunded_cents"]
+    assert state["charged_cents_total"] == money["charged_cents"] - other["charged_cents"]
+    assert state["credited_cents_total"] == money["credited_cents"] - other["credited_cents"]
+
+
+@pytest.mark.django_db
+def test_an_imported_airline_booking_charges_what_its_tool_result_charged() -> None:
+    """The agent reads `charged_cents_total`: a booking's payment lands there, as its result's history says."""
+    doc = fixture("tau1-airline.json")
+    [booked] = [t for t in doc.turns if t.role == "tool_result" and t.tool == "book_reservation"]
+    paid = sum(round(p["amount"] * 100) for p in json.loads(booked.content)["payment_history"])
+    import_ticket(ImportTicket.model_validate(doc.model_dump()))
+    state = PinnedState.objects.get(ticket__ticket_id=doc.ticket_id).agent_json()
+    [booking] = [a for a in state["actions_taken"] if a["tool"] == "book_reservation"]
+    assert booking["amount_cents"] == paid == 19200
+    bags = next(a for a in state["actions_taken"] if a["tool"] == "update_reservation_baggages")
+    assert state["charged_cents_total"] == paid + bags["amount_cents"] == 19200 + 5000
 
 
 def test_a_result_without_an_id_answers_the_oldest_call_of_the_tool_it_names() -> None:
