@@ -473,3 +473,65 @@ def test_a_result_without_an_id_answers_the_oldest_call_of_the_tool_it_names() -
     results = [(t.tool, t.tool_call_id) for t in doc.turns if t.role == "tool_result"]
     assert results == [("get_order_details", "b"), ("get_user_details", "a")]
     assert doc.seller_type == "retail"  # no policy in the run: the tools it called name the domain
+
+
+@pytest.mark.django_db
+def test_a_cancellation_never_looked_up_refunds_its_payments_and_charges_nothing() -> None:
+    """The agent cancels a real reservation without reading it first: its result shows the original payment
+    and its negation. The payment is what the cancellation reversed, not a new charge; the replay against
+    tau-bench's initial data agrees with the pinned state to the cent."""
+    from evals.money import initial_records, replay
+    from evals.runner import EvalOptions, evaluate
+
+    initial = initial_records("airline")["4WQ150"]
+    after = json.loads(json.dumps(initial))
+    after["payment_history"] += [
+        {"payment_id": p["payment_id"], "amount": -p["amount"]} for p in initial["payment_history"]
+    ]
+    after["status"] = "cancelled"
+    data = {
+        "info": {
+            "environment_info": {"domain_name": "airline", "policy": "# Airline agent policy\nBe kind."}
+        },
+        "tasks": [
+            {"id": "9", "user_scenario": {"instructions": {"reason_for_call": "You want to cancel 4WQ150."}}}
+        ],
+        "simulations": [
+            {
+                "id": "sim-cancel",
+                "task_id": "9",
+                "messages": [
+                    {"role": "user", "content": "Please cancel 4WQ150, I booked it by mistake."},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "name": "cancel_reservation",
+                                "arguments": {"reservation_id": "4WQ150"},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "id": "c1", "content": json.dumps(after)},
+                    {"role": "assistant", "content": "It is cancelled and refunded."},
+                ],
+            }
+        ],
+    }
+    [doc] = tau2_documents(data)
+    paid = sum(round(p["amount"] * 100) for p in initial["payment_history"])
+    assert actions(doc) == [("tool_result", "cancel_reservation", "4WQ150", paid, 0)]
+    assert doc.model_extra["source"]["money"]["charged_cents"] == 0
+    replayed = replay(doc)
+    assert replayed is not None and replayed.totals.refunded == paid and replayed.totals.charged == 0
+    [result] = evaluate([("inline", doc)], options=EvalOptions()).tickets
+    assert (
+        result.money_independent
+        == result.money_state
+        == {
+            "refunded_cents_total": paid,
+            "charged_cents_total": 0,
+            "credited_cents_total": 0,
+        }
+    )
