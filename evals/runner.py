@@ -27,6 +27,7 @@ from compaction.policy import TurnInfo, complete_prefix
 from compaction.selectors import assemble_context
 from desk.importer import ImportClass, ImportFileError, ImportTicket, import_ticket
 from evals.baseline import baseline_messages, baseline_summary, rolling_summary
+from evals.cost import Prices, TicketCost, summed, ticket_cost
 from evals.facts import CATEGORIES, FactCheck, check_baseline, check_facts, expected_facts
 from evals.money import TOTAL_OF, replay
 from evals.tau import is_adapted, source_of
@@ -145,6 +146,8 @@ class TicketResult:
     money_replayed: dict[str, int] | None = None  # every direction each write moved, before the catalog
     money_source: str = ""
     scripted_refusals: int = 0
+    ticket_class: str = ""  # the class the document names (the eval runs it on a copy)
+    cost: TicketCost | None = None
     contexts_checked: int = 0
     seconds: float = 0.0
 
@@ -264,6 +267,8 @@ class TicketResult:
                 "adapter_ledger": self.money_ledger,
             },
             "scripted_refusals": self.scripted_refusals,
+            "ticket_class": self.ticket_class,
+            "cost": self.cost.as_json() if self.cost else None,
             "problems": self.problems(),
             "ok": self.ok,
         }
@@ -352,6 +357,31 @@ class EvalReport:
     def by_domain(self) -> dict[str, dict[str, Any]]:
         return {name: aggregate(group) for name, group in _grouped(self.tickets, lambda t: t.domain).items()}
 
+    def cost(self) -> dict[str, Any]:
+        """Summarizer cost, tokens not re-sent and the compaction-to-turn ratio: all, per domain, per class."""
+
+        def of(tickets: list[TicketResult]) -> dict[str, Any]:
+            compactions = [c for t in tickets if t.cost for c in t.cost.compactions]
+            figures = summed(compactions, None)
+            savings = sum(
+                (c.savings_usd(t.cost.prices) for t in tickets if t.cost for c in t.cost.compactions),
+                Decimal(0),
+            )
+            cost = Decimal(figures["summarizer_cost_usd"])
+            figures["savings_usd"] = str(savings.quantize(Decimal("0.000001")))
+            figures["net_savings_usd"] = str((savings - cost).quantize(Decimal("0.000001")))
+            return figures
+
+        return {
+            **of(self.tickets),
+            "by_domain": {
+                name: of(group) for name, group in _grouped(self.tickets, lambda t: t.domain).items()
+            },
+            "by_class": {
+                name: of(group) for name, group in _grouped(self.tickets, lambda t: t.ticket_class).items()
+            },
+        }
+
     @property
     def ok(self) -> bool:
         return all(t.ok for t in self.tickets)
@@ -369,6 +399,7 @@ class EvalReport:
             "files": self.by_file(),
             "domains": self.by_domain(),
             "problems": self.problems(),
+            "cost": self.cost(),
             "tickets": [t.as_json() for t in self.tickets],
         }
 
@@ -585,6 +616,25 @@ def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
             for t in _turn_dicts(ticket, 1, len(doc.turns))
         ],
     )
+    result.cost = ticket_cost(
+        events=[
+            {
+                "number": e.number,
+                "at_turn": e.at_turn,
+                "tokens_before": e.tokens_before,
+                "tokens_after": e.tokens_after,
+                "summarizer_input_tokens": e.summarizer_input_tokens,
+                "summarizer_output_tokens": e.summarizer_output_tokens,
+                "latency_ms": e.latency_ms,
+                "cost_usd": e.cost_usd,
+            }
+            for e in applied
+        ],
+        turns=list(
+            Turn.objects.filter(ticket=ticket).order_by("number").values_list("number", "role", "tokens")
+        ),
+        prices=Prices(ticket_class.working_input_price, ticket_class.working_output_price),
+    )
     result.money_state = {total: int(state.get(total) or 0) for total in MONEY_TOTALS}
     _money_independent(doc, ticket_class.tool_catalog, result)
     seen: set[tuple[str, str]] = set()
@@ -612,6 +662,9 @@ def evaluate_ticket(doc: ImportTicket, *, source: str, options: EvalOptions) -> 
         source=source,
         domain=domain_label(doc),
         turns=len(doc.turns),
+        ticket_class=doc.ticket_class.slug
+        if isinstance(doc.ticket_class, ImportClass)
+        else str(doc.ticket_class),
     )
     try:
         with transaction.atomic():

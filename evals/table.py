@@ -5,6 +5,7 @@ Plain text, no dependencies. `--json` carries every figure; this is the part a p
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from evals.facts import CATEGORIES
@@ -242,8 +243,44 @@ def render_problems(report: EvalReport) -> list[str]:
     ]
 
 
+def render_cost(report: EvalReport) -> list[str]:
+    """Per domain and in all: what the compactions cost, what they saved, one compaction against one turn."""
+    cost = report.cost()
+    rows = []
+    for name, figures in [*cost["by_domain"].items(), ("all", cost)]:
+        ratio = figures["compaction_to_turn_ratio"]
+        rows.append(
+            [
+                name,
+                str(figures["compactions"]),
+                f"{figures['summarizer_input_tokens']:,} / {figures['summarizer_output_tokens']:,}",
+                f"{figures['summarizer_latency_ms'] / 1000:,.1f} s",
+                f"${Decimal(figures['summarizer_cost_usd']):.4f}",
+                f"{figures['tokens_not_resent']:,}",
+                f"${Decimal(figures['savings_usd']):.4f}",
+                "n/a"
+                if ratio is None
+                else f"{ratio:.4f} (1/{1 / ratio:,.0f})"
+                if ratio
+                else "0 (no model call)",
+            ]
+        )
+    header = [
+        "cost and savings",
+        "compactions",
+        "summarizer tokens in / out",
+        "latency",
+        "summarizer cost",
+        "tokens not re-sent",
+        "working input saved",
+        "compaction / working turn",
+    ]
+    return _table(header, rows, right={1, 2, 3, 4, 5, 6})
+
+
 def render(report: EvalReport, *, tickets: bool = False) -> str:
     parts = [*render_files(report), "", *render_domains(report), "", *render_retention(report), ""]
+    parts += [*render_cost(report), ""]
     if tickets:
         parts += [*render_rows(report), ""]
     parts += [*render_totals(report), "", *render_problems(report)]

@@ -242,7 +242,12 @@ def test_command_prints_clean_json_on_stdout_and_progress_on_stderr() -> None:
         "in_summary": 1,
         "in_context": 1,
     }
-    assert set(data) >= {"totals", "files", "domains", "problems", "tickets"}
+    assert set(data) >= {"totals", "files", "domains", "problems", "tickets", "cost"}
+    cost = data["cost"]
+    assert cost["compactions"] == len(ticket["cost"]["compactions"]) >= 1
+    assert cost["tokens_not_resent"] == ticket["cost"]["tokens_not_resent"] > 0
+    assert cost["compaction_to_turn_ratio"] == 0  # the extractive summarizer makes no model call
+    assert set(cost["by_domain"]) == {"sundry-ticket"}
     refunded = data["domains"]["sundry-ticket"]["money"]["refunded_cents_total"]
     assert (refunded["independent"], refunded["state"]) == (4000, 4000)
     assert ticket["money"]["state"] == {
