@@ -147,6 +147,9 @@ class TicketResult:
     money_source: str = ""
     scripted_refusals: int = 0
     ticket_class: str = ""  # the class the document names (the eval runs it on a copy)
+    # The simulated customer's brief (an adapted tau transcript): the eval's oracle, never pinned whole.
+    brief_sentences: int = 0
+    brief_stated: int = 0
     cost: TicketCost | None = None
     contexts_checked: int = 0
     seconds: float = 0.0
@@ -268,6 +271,7 @@ class TicketResult:
             },
             "scripted_refusals": self.scripted_refusals,
             "ticket_class": self.ticket_class,
+            "brief": {"sentences": self.brief_sentences, "stated_in_conversation": self.brief_stated},
             "cost": self.cost.as_json() if self.cost else None,
             "problems": self.problems(),
             "ok": self.ok,
@@ -310,6 +314,10 @@ def aggregate(tickets: list[TicketResult]) -> dict[str, Any]:
         },
         "money": money_totals(tickets),
         "scripted_refusals": sum(t.scripted_refusals for t in tickets),
+        "brief": {
+            "sentences": sum(t.brief_sentences for t in tickets),
+            "stated_in_conversation": sum(t.brief_stated for t in tickets),
+        },
         "problems": sum(len(t.problems()) for t in tickets),
         "ok": all(t.ok for t in tickets),
     }
@@ -635,6 +643,9 @@ def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
         ),
         prices=Prices(ticket_class.working_input_price, ticket_class.working_output_price),
     )
+    brief = source_of(doc).get("brief") or []
+    result.brief_sentences = len(brief)
+    result.brief_stated = sum(1 for b in brief if b.get("stated_at_turn") is not None)
     result.money_state = {total: int(state.get(total) or 0) for total in MONEY_TOTALS}
     _money_independent(doc, ticket_class.tool_catalog, result)
     seen: set[tuple[str, str]] = set()

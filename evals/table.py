@@ -224,6 +224,8 @@ def render_totals(report: EvalReport) -> list[str]:
         f"compactions that did not shrink the request: {totals['compactions_not_shrinking']}",
         f"tokens: {tokens['uncompacted']:,} uncompacted -> {tokens['context']:,} with compaction "
         f"({tokens['saved']:,} saved, {100 * tokens['saved_share']:.1f}%); baseline requests {tokens['baseline_context']:,}",
+        f"customer briefs (the oracle, reported apart; only what a customer turn states is pinned): "
+        f"{totals['brief']['stated_in_conversation']} of {totals['brief']['sentences']} sentences stated in the conversation",
         f"repeat probes refused: {_percent(probes['refused'], probes['total'])}; money (independent replay / "
         f"pinned states, {money['tickets_checked']} tickets checked): refunded {_money(money['refunded_cents_total'])}, "
         f"charged {_money(money['charged_cents_total'])}, credited {_money(money['credited_cents_total'])}",

@@ -38,9 +38,12 @@ same services) a live agent's turns go through. The mapping, and why:
   that refunds a difference, a payment method swapped) stays in its args (`refunded_cents`,
   `charged_cents`). Each document also carries the transcript's own ledger (`source.money`); the
   eval's independent figure replays the writes against the domain's data (`evals/money.py`).
-- Constraints: the customer's brief (tau2 `user_scenario.instructions.reason_for_call` and
-  `task_instructions`; tau-bench's `instruction`), sentence by sentence, as `constraint_stated`
-  events on the first customer turn: stricter than the transcript, which is the point.
+- Constraints: only what the conversation states. Each sentence of the customer's brief (tau2
+  `user_scenario.instructions.reason_for_call` and `task_instructions`; tau-bench's `instruction`)
+  is a `constraint_stated` event on the first customer turn that states it (most of the sentence's
+  content words, and its numbers and ids, in that turn: `brief_stated_at`); a sentence no customer
+  turn states is never pinned (the agent could not know it). The brief itself is kept whole in
+  `source.brief`, each sentence with the turn that stated it or none: the eval's oracle, reported apart.
 - Boundaries: every assistant text message to the customer completes a step (`reply_sent`, or the
   kind of write the step completed, e.g. `order_cancelled`). An assistant message that also makes
   tool calls is mid-decision and is no boundary.
@@ -142,6 +145,51 @@ def brief_sentences(text: str | None) -> list[str]:
         if len(re.findall(r"[A-Za-z0-9]", sentence)) >= 3:
             out.append(sentence[:2000])
     return out
+
+
+_STOPWORD_TEXT = """
+a an the and or but if then than so to of in on at for from by with about as is are was were be been being
+it its this that these those there here you your yours yourself i me my mine we our us he she they them
+do does did not no don't dont want wants would will can could should may might must have has had
+also just only very any some all each both more most such own same other into out up down over again
+what which who whom when where why how
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+WORD = re.compile(r"[a-z0-9][a-z0-9_#'-]*")
+STATED_SHARE = 0.5
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def _content_words(text: str) -> set[str]:
+    return {_stem(w.strip("'-")) for w in WORD.findall(text.casefold()) if w not in STOPWORDS and len(w) > 1}
+
+
+def brief_stated_at(sentence: str, customer_turns: list[str]) -> int | None:
+    """The index of the first customer turn that states a brief's sentence, or None.
+
+    Stated: the turn holds every number and id of the sentence (a digit-bearing word: `11am`, `#W2000001`,
+    `HAT152`) and at least STATED_SHARE of its other content words (stemmed, stop words left out). The
+    simulated customer paraphrases; the figures are what a fact turns on.
+    """
+    words = _content_words(sentence)
+    if not words:
+        return None
+    keys = {w for w in words if any(ch.isdigit() for ch in w)}
+    plain = words - keys
+    for index, text in enumerate(customer_turns):
+        said = _content_words(text)
+        if not keys <= said:
+            continue
+        if plain and len(plain & said) / len(plain) < STATED_SHARE:
+            continue
+        return index
+    return None
 
 
 @cache
@@ -464,8 +512,17 @@ def _document(
     turns = builder.turns
     if not turns:
         raise TauFormatError(f"{ticket_id}: the transcript has no messages")
-    first_customer = next((t for t in turns if t.role == "customer"), turns[0])
-    first_customer.events[:0] = [ImportEvent(type="constraint_stated", text=text) for text in constraints]
+    brief = []
+    pinned: dict[int, list[ImportEvent]] = {}
+    customer_turns = [(i, t) for i, t in enumerate(turns) if t.role == "customer"]
+    for text in constraints:
+        index = brief_stated_at(text, [t.content for _, t in customer_turns])
+        at = customer_turns[index][0] if index is not None else None
+        brief.append({"text": text, "stated_at_turn": at + 1 if at is not None else None})
+        if at is not None:
+            pinned.setdefault(at, []).append(ImportEvent(type="constraint_stated", text=text))
+    for at, events in pinned.items():
+        turns[at].events[:0] = events
     policy_tokens = count_message(policy) if policy else 0
     return ImportTicket.model_validate(
         {
@@ -487,6 +544,7 @@ def _document(
                 "policy_source": policy_source,
                 "policy_tokens": policy_tokens,
                 "money": builder.ledger.as_json(),
+                "brief": brief,
             },
         }
     )

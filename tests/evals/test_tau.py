@@ -11,7 +11,7 @@ from django.conf import settings
 
 from desk.importer import ImportClass, ImportTicket, import_ticket
 from evals.sources import detect, load
-from evals.tau import brief_sentences, tau1_documents, tau2_documents
+from evals.tau import brief_sentences, brief_stated_at, tau1_documents, tau2_documents
 from tickets.models import PinnedState
 
 TAU2_FILE = Path(settings.BASE_DIR) / "demo" / "realdata" / "tau2-retail-gpt-4.1.json"  # MIT, see its README
@@ -129,15 +129,29 @@ def test_a_result_starting_with_error_is_a_turn_but_never_an_action() -> None:
     assert [a.tool for a in actions] == ["cancel_pending_order"]
 
 
-def test_the_brief_becomes_constraints_at_the_first_customer_turn() -> None:
-    """reason_for_call and task_instructions sentences; identity facts and the '.' placeholder are left out."""
+def test_a_brief_sentence_is_pinned_at_the_customer_turn_that_states_it_and_never_otherwise() -> None:
+    """reason_for_call and task_instructions sentences ('.' placeholders left out) are matched against the
+    customer's turns: the one the customer says is pinned there; the one nobody says is only in the brief."""
     [doc] = tau2_documents(SMALL)
     first_customer = doc.turns[1]
-    assert [e.text for e in first_customer.events] == [
-        "You want to cancel order #W1.",
-        "You prefer a refund to PayPal.",
+    assert [e.text for e in first_customer.events] == ["You want to cancel order #W1."]
+    assert not any(e.type == "constraint_stated" for t in doc.turns[2:] for e in t.events)
+    assert doc.model_extra["source"]["brief"] == [
+        {"text": "You want to cancel order #W1.", "stated_at_turn": 2},
+        {"text": "You prefer a refund to PayPal.", "stated_at_turn": None},
     ]
-    assert all(not t.events for t in doc.turns[:1])
+
+
+def test_a_brief_sentence_is_stated_by_its_figures_and_most_of_its_words() -> None:
+    turns = [
+        "Hi, I need to change a flight.",
+        "I'd rather not fly before 11am, if possible.",
+        "I do not want to fly before 11am EST, and no basic economy.",
+    ]
+    assert brief_stated_at("You do not want to fly before 11am est.", turns) == 1
+    assert brief_stated_at("You do not want to fly before 9am est.", turns) is None  # the figure differs
+    assert brief_stated_at("You want a refund to the original payment method.", turns) is None
+    assert brief_stated_at("You want to change a flight.", turns) == 0
 
 
 def test_replies_to_the_customer_are_boundaries_named_after_the_step() -> None:
@@ -170,7 +184,8 @@ def test_an_adapted_transcript_imports_through_the_desk_services() -> None:
     assert report.actions_recorded == 1
     state = PinnedState.objects.get(ticket__ticket_id=doc.ticket_id).agent_json()
     assert state["refunded_cents_total"] == 4250
-    assert len(state["customer_constraints"]) == 2
+    # Only what the customer said: the PayPal sentence of the brief is never stated, so never pinned.
+    assert [c["text"] for c in state["customer_constraints"]] == ["You want to cancel order #W1."]
 
 
 def test_tau_bench_v1_runs_are_read_too() -> None:
@@ -221,11 +236,9 @@ def test_tau_bench_v1_runs_are_read_too() -> None:
     [event] = doc.turns[2].events
     assert (event.tool, event.item, event.amount_cents) == ("return_delivered_order_items", "#W9", 0)
     assert event.args is not None and event.args["refund_due_cents"] == 3000
-    assert [e.text for e in doc.turns[0].events] == [
-        "You are u1.",
-        "You want to return order #W9.",
-        "Be brief.",
-    ]
+    # Only the sentence the customer's turn states; "You are u1." and "Be brief." stay in the brief.
+    assert [e.text for e in doc.turns[0].events] == ["You want to return order #W9."]
+    assert [b["stated_at_turn"] for b in doc.model_extra["source"]["brief"]] == [None, 1, None]
     assert doc.turns[3].boundary == "return_booked"
 
 
