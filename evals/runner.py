@@ -30,6 +30,7 @@ from evals.baseline import baseline_messages, baseline_summary, rolling_summary
 from evals.cost import Prices, TicketCost, summed, ticket_cost
 from evals.facts import CATEGORIES, FactCheck, check_baseline, check_facts, expected_facts
 from evals.money import TOTAL_OF, replay
+from evals.outcomes import Outcomes, measure, questions_for
 from evals.tau import is_adapted, source_of
 from tickets.errors import DeskError, RepeatRefused
 from tickets.identity import ToolCatalog
@@ -47,6 +48,8 @@ class EvalOptions:
     summarizer: str = "extractive"
     model: str | None = None
     budget: int | None = None  # None: each ticket's own class budget
+    # The working model asked the outcome questions (evals/outcomes.py), through OPENAI_BASE_URL; None: not asked.
+    outcomes_model: str | None = None
 
     @property
     def summarizer_model(self) -> str:
@@ -151,6 +154,7 @@ class TicketResult:
     brief_sentences: int = 0
     brief_stated: int = 0
     cost: TicketCost | None = None
+    outcomes: Outcomes | None = None
     contexts_checked: int = 0
     seconds: float = 0.0
 
@@ -273,6 +277,7 @@ class TicketResult:
             "ticket_class": self.ticket_class,
             "brief": {"sentences": self.brief_sentences, "stated_in_conversation": self.brief_stated},
             "cost": self.cost.as_json() if self.cost else None,
+            "outcomes": self.outcomes.as_json() if self.outcomes else None,
             "problems": self.problems(),
             "ok": self.ok,
         }
@@ -365,6 +370,27 @@ class EvalReport:
     def by_domain(self) -> dict[str, dict[str, Any]]:
         return {name: aggregate(group) for name, group in _grouped(self.tickets, lambda t: t.domain).items()}
 
+    def outcomes(self) -> dict[str, Any]:
+        """Per context (full, desk, baseline): agreement with the truth and with the full context, repeats."""
+        if not self.options.outcomes_model:
+            return {"skipped": "no working model asked (compaction_eval --outcomes-model NAME)"}
+
+        def of(tickets: list[TicketResult]) -> dict[str, Any]:
+            total = Outcomes()
+            for ticket in tickets:
+                if ticket.outcomes:
+                    total.add(ticket.outcomes)
+            return total.as_json()
+
+        return {
+            "model": self.options.outcomes_model,
+            "note": "asked at each ticket's last compaction; with a 135M model the figures are a floor",
+            **of(self.tickets),
+            "by_domain": {
+                name: of(group) for name, group in _grouped(self.tickets, lambda t: t.domain).items()
+            },
+        }
+
     def cost(self) -> dict[str, Any]:
         """Summarizer cost, tokens not re-sent and the compaction-to-turn ratio: all, per domain, per class."""
 
@@ -408,6 +434,7 @@ class EvalReport:
             "domains": self.by_domain(),
             "problems": self.problems(),
             "cost": self.cost(),
+            "outcomes": self.outcomes(),
             "tickets": [t.as_json() for t in self.tickets],
         }
 
@@ -539,7 +566,15 @@ def _money_independent(doc: ImportTicket, catalog: ToolCatalog, result: TicketRe
     result.money_independent = expected
 
 
-def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
+def _outcomes_client() -> Any:
+    import openai
+
+    return openai.OpenAI(timeout=300, max_retries=0)
+
+
+def _measure(
+    doc: ImportTicket, ticket: Ticket, result: TicketResult, outcomes_model: str | None = None
+) -> None:
     ticket = Ticket.objects.select_related("ticket_class").get(pk=ticket.pk)
     ticket_class = ticket.ticket_class
     result.budget = ticket_class.token_budget
@@ -602,6 +637,23 @@ def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
     result.tokens_baseline_context = (
         context.tokens.total - context.tokens.state - context.tokens.summary + baseline_summary_tokens
     )
+
+    if outcomes_model and applied:
+        last = applied[-1]
+        full = [
+            {"role": "system", "content": ticket.system_prompt or ""},
+            *_turn_dicts(ticket, 1, last.at_turn),
+        ]
+        result.outcomes = measure(
+            _outcomes_client(),
+            outcomes_model,
+            questions_for(assembled[-1].pinned_state),
+            {
+                "full": full,
+                "desk": contexts[len(applied) - 1][1],
+                "baseline": baseline_contexts[len(applied) - 1][1],
+            },
+        )
 
     facts = expected_facts(doc)
     checks = check_facts(
@@ -688,7 +740,7 @@ def evaluate_ticket(doc: ImportTicket, *, source: str, options: EvalOptions) -> 
                 source=source,
             )
             result.scripted_refusals = imported.refused_as_expected
-            _measure(doc, Ticket.objects.get(ticket_id=ticket_id), result)
+            _measure(doc, Ticket.objects.get(ticket_id=ticket_id), result, options.outcomes_model)
             raise _RollBack
     except _RollBack:
         pass

@@ -280,9 +280,42 @@ def render_cost(report: EvalReport) -> list[str]:
     return _table(header, rows, right={1, 2, 3, 4, 5, 6})
 
 
+def render_outcomes(report: EvalReport) -> list[str]:
+    """Per context: the decision questions' agreement with the truth and with the full context, repeats."""
+    outcomes = report.outcomes()
+    if "skipped" in outcomes:
+        return [f"outcomes: skipped ({outcomes['skipped']})"]
+    rows = []
+    for name in ("full", "desk", "baseline"):
+        figures = outcomes[name]
+        rows.append(
+            [
+                name,
+                str(figures["asked"]),
+                "n/a"
+                if figures["agreement_with_truth"] is None
+                else f"{100 * figures['agreement_with_truth']:.0f}%",
+                "n/a"
+                if figures["agreement_with_full"] is None
+                else f"{100 * figures['agreement_with_full']:.0f}%",
+                str(figures["repeat_irreversible_attempted"]),
+                str(figures["unanswered"]),
+            ]
+        )
+    header = [
+        f"outcomes ({outcomes['model']}; a floor)",
+        "asked",
+        "right",
+        "agrees with full",
+        "repeats attempted",
+        "unanswered",
+    ]
+    return _table(header, rows, right={1, 2, 3, 4, 5})
+
+
 def render(report: EvalReport, *, tickets: bool = False) -> str:
     parts = [*render_files(report), "", *render_domains(report), "", *render_retention(report), ""]
-    parts += [*render_cost(report), ""]
+    parts += [*render_cost(report), "", *render_outcomes(report), ""]
     if tickets:
         parts += [*render_rows(report), ""]
     parts += [*render_totals(report), "", *render_problems(report)]
