@@ -20,6 +20,7 @@ from django.tasks.backends.immediate import ImmediateBackend
 from compaction.models import CompactionEvent
 from compaction.services import PolicyOutcome, decide
 from compaction.tasks import compact_ticket_task
+from core.vocabulary import TurnOutcome
 from tickets.models import Ticket, Turn
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.turns import append_turn
@@ -103,7 +104,7 @@ def receive_turn(
         else:
             compact_ticket_task.call(event_pk=decision.claimed.pk)
         event = CompactionEvent.objects.get(pk=decision.claimed.pk)
-        outcome = PolicyOutcome(status=event.status, event=event)
+        outcome = PolicyOutcome(status=TurnOutcome.of_event(event.status), event=event)
         ticket.context_tokens = Ticket.objects.values_list("context_tokens", flat=True).get(pk=ticket.pk)
     ticket_class = ticket.ticket_class
     return TurnReceived(
@@ -118,7 +119,11 @@ def receive_turn(
 def _replayed(ticket: Ticket, turn: Turn) -> TurnReceived:
     """The answer to a retried turn: the turn first stored, the figures it had, the compaction it caused."""
     event = CompactionEvent.objects.filter(ticket=ticket, at_turn=turn.number).first()
-    outcome = PolicyOutcome(status=event.status, event=event) if event else PolicyOutcome(status="not_due")
+    outcome = (
+        PolicyOutcome(status=TurnOutcome.of_event(event.status), event=event)
+        if event
+        else PolicyOutcome(status=TurnOutcome.NOT_DUE)
+    )
     return TurnReceived(
         turn=turn,
         context_tokens=turn.context_tokens,

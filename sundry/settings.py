@@ -102,6 +102,8 @@ INSTALLED_APPS = [
     "compaction",
     "desk",
     "evals",
+    # Tooling apps: their management commands (evals: compaction_eval ...; bench: bench).
+    "bench",
 ]
 
 MIDDLEWARE = [

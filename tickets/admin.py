@@ -7,10 +7,11 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from core.identity import CatalogError, ToolCatalog
+from core.tokens import UnknownEncoding, get_encoding
+from core.vocabulary import ActorKind
 from tickets.accounts import revoke_agent_tokens
-from tickets.identity import CatalogError, ToolCatalog
 from tickets.models import (
-    ActorKind,
     AgentToken,
     IdempotencyRecord,
     PinnedState,
@@ -25,7 +26,6 @@ from tickets.models import (
 from tickets.services.actors import Actor
 from tickets.services.classes import CLASS_AUDITED_FIELDS, save_ticket_class
 from tickets.services.lifecycle import set_ticket_status
-from tickets.tokens import UnknownEncoding, get_encoding
 
 
 class AppendOnlyAdmin(admin.ModelAdmin):

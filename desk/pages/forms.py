@@ -13,9 +13,10 @@ from django.core.validators import MaxValueValidator
 
 from compaction.models import ReviewVerdict
 from compaction.reviews import COMMENT_MAX_CHARS
+from core.vocabulary import StateOp
 from desk.pages.metrics import MAX_RANGE_DAYS, DateRange
 from desk.pages.queue import QUEUE_SORTS, QueueFilters, QueueFlag, QueuePosition, parse_cursor
-from tickets.models import StateOp, TicketStatus
+from tickets.models import TicketStatus
 
 # What each correction asks for, besides the reason and the version it was rendered from.
 CORRECTION_FIELDS: dict[str, tuple[str, ...]] = {

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.context import AssembledContext
 from compaction.models import CompactionEvent
 from compaction.selectors import assemble_context
+from core.context import AssembledContext
 from desk.pages.ticket import AuditRow, audit_rows
 from tickets.models import StateChange, Ticket, Turn
 

@@ -18,8 +18,10 @@ from django.db import connection
 from django.db.models import OuterRef, Q, Subquery
 from django.http import Http404
 
-from compaction.models import CompactionEvent, CompactionStatus, tokens_saved
+from compaction.models import CompactionEvent, tokens_saved
 from compaction.selectors import CompactionTotals, totals_of
+from core.tokens import RequestSize
+from core.vocabulary import CompactionStatus
 from desk.pages.diff import DiffLine, change_diff
 from desk.pages.labels import PinnedMark, pinned_marks_by_turn
 from tickets.models import (
@@ -31,7 +33,6 @@ from tickets.models import (
     TicketStatusChange,
     Turn,
 )
-from tickets.tokens import REPLY_PRIMING_TOKENS
 
 # How much of a long ticket one page shows. The counts are the page's, not the database's: every read
 # below is bounded by them (keyset on the turn number, the state version or the status change), so the
@@ -187,7 +188,9 @@ def _replayed_sizes(
         first_active = (active.last_replaced_turn or 0) + 1 if active else 1
         turn_tokens = prefix[n] - prefix[first_active - 1] if first_active <= n else 0
         summary = active.summary_tokens if active else 0
-        sizes[n] = ticket.system_prompt_tokens + state_tokens + summary + turn_tokens + REPLY_PRIMING_TOKENS
+        sizes[n] = RequestSize(
+            system=ticket.system_prompt_tokens, state=state_tokens, summary=summary, turns=turn_tokens
+        ).total
     return sizes
 
 

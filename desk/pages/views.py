@@ -19,6 +19,8 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url, trigger_client_event
 
 from compaction.reviews import compaction_review_record
+from core.errors import InvalidInput
+from core.vocabulary import ActorKind
 from desk.pages import metrics as metrics_reads
 from desk.pages import queue as queue_reads
 from desk.pages import replay as replay_reads
@@ -38,8 +40,7 @@ from desk.pages.forms import (
 )
 from desk.pages.labels import CATEGORIES
 from tickets.accounts import roles_of
-from tickets.errors import InvalidInput, StaleVersion
-from tickets.models import ActorKind
+from tickets.errors import StaleVersion
 from tickets.services.actors import Actor
 from tickets.services.lifecycle import set_ticket_status
 from tickets.services.state_changes import correct_state as correct_pinned_state

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compaction.summary import SUMMARY_JSON_SCHEMA
+from core.summary import SUMMARY_JSON_SCHEMA
 from evals.llama_server import rewrite_request
 
 

@@ -14,7 +14,7 @@ from django.test import override_settings
 
 from compaction.coverage import check_coverage
 from compaction.models import CompactionEvent, CompactionStatus, ContextSnapshot
-from compaction.summary import Summary
+from core.summary import Summary
 from evals.local_model import models_answer
 from tests.factories import import_t40118
 from tickets.models import TicketClass

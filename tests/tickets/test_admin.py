@@ -9,8 +9,8 @@ from django.contrib.auth.models import User
 from django.http import HttpRequest
 from django.test import Client
 
+from core.identity import default_irreversible_tools, default_money_tools
 from desk.turns import receive_turn
-from tickets.identity import default_irreversible_tools, default_money_tools
 from tickets.models import PinnedState, StateChange, Ticket, Turn
 
 pytestmark = pytest.mark.django_db

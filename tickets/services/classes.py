@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.db.models import F
 
-from tickets.errors import InvalidInput
-from tickets.identity import CatalogError
+from core.errors import InvalidInput
+from core.identity import CatalogError
+from core.tokens import UnknownEncoding, get_encoding
 from tickets.models import TicketClass, TicketClassChange
-from tickets.tokens import UnknownEncoding, get_encoding
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

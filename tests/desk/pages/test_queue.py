@@ -155,7 +155,8 @@ def test_the_deferred_flag_shows_while_the_newest_compaction_event_is_a_deferral
     sam: Client, standard_class: TicketClass
 ) -> None:
     """A ticket waiting for its next boundary is flagged; one compacted since its deferral is not."""
-    from compaction.models import CompactionEvent, CompactionStatus
+    from compaction.models import CompactionEvent
+    from core.vocabulary import CompactionStatus
 
     waiting, done = make_tickets(standard_class, 2)
     # Three events per ticket, the other ticket's first: no event id lines up with a ticket id.
