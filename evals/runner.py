@@ -25,12 +25,17 @@ from compaction.models import CompactionEvent
 from compaction.selectors import assemble_context
 from core.context import summary_message
 from core.errors import DeskError
+from core.identity import ToolCatalog
 from core.policy import TurnInfo, complete_prefix
+from core.state import MONEY_TOTALS
 from core.tokens import RequestSize, count_message, state_message, turn_text
 from core.vocabulary import CompactionStatus, SummarizerBackend
 from desk.importer import ImportClass, ImportFileError, ImportTicket, import_ticket
 from evals.baseline import baseline_messages, baseline_summary, rolling_summary
+from evals.cost import Prices, TicketCost, summed, ticket_cost
 from evals.facts import CATEGORIES, FactCheck, check_baseline, check_facts, expected_facts
+from evals.money import TOTAL_OF, replay
+from evals.outcomes import Outcomes, measure, questions_for
 from evals.tau import is_adapted, source_of
 from tickets.errors import RepeatRefused
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
@@ -45,6 +50,8 @@ class EvalOptions:
     summarizer: str = "extractive"
     model: str | None = None
     budget: int | None = None  # None: each ticket's own class budget
+    # The working model asked the outcome questions (evals/outcomes.py), through OPENAI_BASE_URL; None: not asked.
+    outcomes_model: str | None = None
 
     @property
     def summarizer_model(self) -> str:
@@ -135,11 +142,21 @@ class TicketResult:
     summarizer_latency_ms: int = 0
     facts: list[FactCheck] = field(default_factory=list)
     probes: list[Probe] = field(default_factory=list)
-    refunded_cents_expected: int = 0
-    refunded_cents_state: int = 0
-    charged_cents_expected: int = 0
-    charged_cents_state: int = 0
+    # Money: the pinned state's three totals, the independent figure in the same three directions (the
+    # writes replayed against the domain's data, `evals/money.py`; for the project's own format, the
+    # document's actions), and the adapter's own ledger, reported beside them.
+    money_state: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MONEY_TOTALS, 0))
+    money_independent: dict[str, int] | None = None
+    money_ledger: dict[str, int] | None = None
+    money_replayed: dict[str, int] | None = None  # every direction each write moved, before the catalog
+    money_source: str = ""
     scripted_refusals: int = 0
+    ticket_class: str = ""  # the class the document names (the eval runs it on a copy)
+    # The simulated customer's brief (an adapted tau transcript): the eval's oracle, never pinned whole.
+    brief_sentences: int = 0
+    brief_stated: int = 0
+    cost: TicketCost | None = None
+    outcomes: Outcomes | None = None
     contexts_checked: int = 0
     seconds: float = 0.0
 
@@ -205,16 +222,13 @@ class TicketResult:
         for probe in self.probes:
             if not probe.refused:
                 out.append(f"a repeat {probe.tool} on {probe.item} was not refused")
-        if self.refunded_cents_expected != self.refunded_cents_state:
-            out.append(
-                f"refunded {self.refunded_cents_expected} cents in the transcript, "
-                f"{self.refunded_cents_state} in the pinned state"
-            )
-        if self.charged_cents_expected != self.charged_cents_state:
-            out.append(
-                f"charged {self.charged_cents_expected} cents in the transcript, "
-                f"{self.charged_cents_state} in the pinned state"
-            )
+        if self.money_independent is not None:
+            for total in MONEY_TOTALS:
+                if self.money_independent[total] != self.money_state[total]:
+                    out.append(
+                        f"{total}: {self.money_independent[total]} cents by {self.money_source}, "
+                        f"{self.money_state[total]} in the pinned state"
+                    )
         return out
 
     @property
@@ -255,16 +269,17 @@ class TicketResult:
             "facts": [c.as_json() for c in self.facts],
             "probes": [p.as_json() for p in self.probes],
             "money": {
-                "refunded_cents": {
-                    "transcript": self.refunded_cents_expected,
-                    "state": self.refunded_cents_state,
-                },
-                "charged_cents": {
-                    "transcript": self.charged_cents_expected,
-                    "state": self.charged_cents_state,
-                },
+                "state": self.money_state,
+                "independent": self.money_independent,
+                "independent_source": self.money_source,
+                "replayed_all_directions": self.money_replayed,
+                "adapter_ledger": self.money_ledger,
             },
             "scripted_refusals": self.scripted_refusals,
+            "ticket_class": self.ticket_class,
+            "brief": {"sentences": self.brief_sentences, "stated_in_conversation": self.brief_stated},
+            "cost": self.cost.as_json() if self.cost else None,
+            "outcomes": self.outcomes.as_json() if self.outcomes else None,
             "problems": self.problems(),
             "ok": self.ok,
         }
@@ -304,20 +319,33 @@ def aggregate(tickets: list[TicketResult]) -> dict[str, Any]:
             "total": sum(len(t.probes) for t in tickets),
             "refused": sum(t.probes_refused for t in tickets),
         },
-        "money": {
-            "refunded_cents": {
-                "transcript": sum(t.refunded_cents_expected for t in tickets),
-                "state": sum(t.refunded_cents_state for t in tickets),
-            },
-            "charged_cents": {
-                "transcript": sum(t.charged_cents_expected for t in tickets),
-                "state": sum(t.charged_cents_state for t in tickets),
-            },
-        },
+        "money": money_totals(tickets),
         "scripted_refusals": sum(t.scripted_refusals for t in tickets),
+        "brief": {
+            "sentences": sum(t.brief_sentences for t in tickets),
+            "stated_in_conversation": sum(t.brief_stated for t in tickets),
+        },
         "problems": sum(len(t.problems()) for t in tickets),
         "ok": all(t.ok for t in tickets),
     }
+
+
+def money_totals(tickets: list[TicketResult]) -> dict[str, Any]:
+    """Per money total: the pinned states' sum, the independent figures' sum (over the tickets that have
+    one) and the tickets where the two differ."""
+    checked = [t for t in tickets if t.money_independent is not None]
+    out: dict[str, Any] = {}
+    for total in MONEY_TOTALS:
+        out[total] = {
+            "state": sum(t.money_state[total] for t in tickets),
+            "state_of_checked": sum(t.money_state[total] for t in checked),
+            "independent": sum((t.money_independent or {})[total] for t in checked),
+            "tickets_differing": sum(
+                (t.money_independent or {})[total] != t.money_state[total] for t in checked
+            ),
+        }
+    out["tickets_checked"] = len(checked)
+    return out
 
 
 def _grouped(
@@ -344,6 +372,52 @@ class EvalReport:
     def by_domain(self) -> dict[str, dict[str, Any]]:
         return {name: aggregate(group) for name, group in _grouped(self.tickets, lambda t: t.domain).items()}
 
+    def outcomes(self) -> dict[str, Any]:
+        """Per context (full, desk, baseline): agreement with the truth and with the full context, repeats."""
+        if not self.options.outcomes_model:
+            return {"skipped": "no working model asked (compaction_eval --outcomes-model NAME)"}
+
+        def of(tickets: list[TicketResult]) -> dict[str, Any]:
+            total = Outcomes()
+            for ticket in tickets:
+                if ticket.outcomes:
+                    total.add(ticket.outcomes)
+            return total.as_json()
+
+        return {
+            "model": self.options.outcomes_model,
+            "note": "asked at each ticket's last compaction; with a 135M model the figures are a floor",
+            **of(self.tickets),
+            "by_domain": {
+                name: of(group) for name, group in _grouped(self.tickets, lambda t: t.domain).items()
+            },
+        }
+
+    def cost(self) -> dict[str, Any]:
+        """Summarizer cost, tokens not re-sent and the compaction-to-turn ratio: all, per domain, per class."""
+
+        def of(tickets: list[TicketResult]) -> dict[str, Any]:
+            compactions = [c for t in tickets if t.cost for c in t.cost.compactions]
+            figures = summed(compactions, None)
+            savings = sum(
+                (c.savings_usd(t.cost.prices) for t in tickets if t.cost for c in t.cost.compactions),
+                Decimal(0),
+            )
+            cost = Decimal(figures["summarizer_cost_usd"])
+            figures["savings_usd"] = str(savings.quantize(Decimal("0.000001")))
+            figures["net_savings_usd"] = str((savings - cost).quantize(Decimal("0.000001")))
+            return figures
+
+        return {
+            **of(self.tickets),
+            "by_domain": {
+                name: of(group) for name, group in _grouped(self.tickets, lambda t: t.domain).items()
+            },
+            "by_class": {
+                name: of(group) for name, group in _grouped(self.tickets, lambda t: t.ticket_class).items()
+            },
+        }
+
     @property
     def ok(self) -> bool:
         return all(t.ok for t in self.tickets)
@@ -361,6 +435,8 @@ class EvalReport:
             "files": self.by_file(),
             "domains": self.by_domain(),
             "problems": self.problems(),
+            "cost": self.cost(),
+            "outcomes": self.outcomes(),
             "tickets": [t.as_json() for t in self.tickets],
         }
 
@@ -451,21 +527,56 @@ def _turn_dicts(ticket: Ticket, first: int, last: int) -> list[dict[str, Any]]:
     ]
 
 
-def _money_expected(doc: ImportTicket) -> tuple[int, int]:
-    """(refunded, charged) cents the transcript moved: the adapter's ledger, else the document's events."""
-    money = source_of(doc).get("money")
-    if isinstance(money, dict):
-        return int(money.get("refunded_cents") or 0), int(money.get("charged_cents") or 0)
-    refunded = charged = 0
-    for turn in doc.turns:
-        for event in turn.events:
-            if event.type == "action_taken" and not event.expect_refused:
-                refunded += event.amount_cents
-                charged += int((event.args or {}).get("charged_cents") or 0)
-    return refunded, charged
+def _money_independent(doc: ImportTicket, catalog: ToolCatalog, result: TicketResult) -> None:
+    """The money the pinned state should total, worked out without the adapter's ledger.
+
+    An adapted airline or retail transcript: its writes replayed against the domain's initial data, each
+    write's money in the direction its tool has in the class's catalog. The project's own format: the
+    document's actions (what it says moved). Telecom: none (no domain data here), reported as unchecked.
+    """
+    ledger = source_of(doc).get("money")
+    result.money_ledger = {k: int(v) for k, v in ledger.items()} if isinstance(ledger, dict) else None
+    expected = dict.fromkeys(MONEY_TOTALS, 0)
+    if is_adapted(doc):
+        replayed = replay(doc)
+        if replayed is None:
+            result.money_source = "unchecked: no initial data for this domain"
+            return
+        if replayed.unchecked:
+            tools = ", ".join(sorted({f"{w.tool} on {w.record}" for w in replayed.unchecked}))
+            result.money_source = f"unchecked: no domain data or earlier result for {tools}"
+            result.money_replayed = replayed.totals.as_json()
+            return
+        for write in replayed.writes:
+            effect = catalog.money_effect(write.tool)
+            if effect is not None:
+                expected[TOTAL_OF[effect]] += write.moved.of(effect)
+        result.money_replayed = replayed.totals.as_json()
+        result.money_source = "the writes replayed against the domain's data"
+        if replayed.unknown_records:
+            result.money_source += (
+                f" ({len(replayed.unknown_records)} record(s) first shown by the transcript)"
+            )
+    else:
+        for turn in doc.turns:
+            for event in turn.events:
+                if event.type == "action_taken" and not event.expect_refused:
+                    effect = catalog.money_effect(event.tool or "")
+                    if effect is not None:
+                        expected[TOTAL_OF[effect]] += event.amount_cents
+        result.money_source = "the document's actions"
+    result.money_independent = expected
 
 
-def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
+def _outcomes_client() -> Any:
+    import openai
+
+    return openai.OpenAI(timeout=300, max_retries=0)
+
+
+def _measure(
+    doc: ImportTicket, ticket: Ticket, result: TicketResult, outcomes_model: str | None = None
+) -> None:
     ticket = Ticket.objects.select_related("ticket_class").get(pk=ticket.pk)
     ticket_class = ticket.ticket_class
     result.budget = ticket_class.token_budget
@@ -531,6 +642,23 @@ def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
         context.tokens.total - context.tokens.state - context.tokens.summary + baseline_summary_tokens
     )
 
+    if outcomes_model and applied:
+        last = applied[-1]
+        full = [
+            {"role": "system", "content": ticket.system_prompt or ""},
+            *_turn_dicts(ticket, 1, last.at_turn),
+        ]
+        result.outcomes = measure(
+            _outcomes_client(),
+            outcomes_model,
+            questions_for(assembled[-1].pinned_state),
+            {
+                "full": full,
+                "desk": contexts[len(applied) - 1][1],
+                "baseline": baseline_contexts[len(applied) - 1][1],
+            },
+        )
+
     facts = expected_facts(doc)
     checks = check_facts(
         facts,
@@ -552,17 +680,30 @@ def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
             for t in _turn_dicts(ticket, 1, len(doc.turns))
         ],
     )
-    result.refunded_cents_expected, result.charged_cents_expected = _money_expected(doc)
-    # Money back to the customer, as the adapter counts it: refunds, and credits such as certificates
-    # (the class's tool catalog files `send_certificate` under credit).
-    result.refunded_cents_state = int(state.get("refunded_cents_total") or 0) + int(
-        state.get("credited_cents_total") or 0
+    result.cost = ticket_cost(
+        events=[
+            {
+                "number": e.number,
+                "at_turn": e.at_turn,
+                "tokens_before": e.tokens_before,
+                "tokens_after": e.tokens_after,
+                "summarizer_input_tokens": e.summarizer_input_tokens,
+                "summarizer_output_tokens": e.summarizer_output_tokens,
+                "latency_ms": e.latency_ms,
+                "cost_usd": e.cost_usd,
+            }
+            for e in applied
+        ],
+        turns=list(
+            Turn.objects.filter(ticket=ticket).order_by("number").values_list("number", "role", "tokens")
+        ),
+        prices=Prices(ticket_class.working_input_price, ticket_class.working_output_price),
     )
-    result.charged_cents_state = sum(
-        int((a.get("args") or {}).get("charged_cents") or 0)
-        for a in state.get("actions_taken", [])
-        if not a.get("reversed")
-    )
+    brief = source_of(doc).get("brief") or []
+    result.brief_sentences = len(brief)
+    result.brief_stated = sum(1 for b in brief if b.get("stated_at_turn") is not None)
+    result.money_state = {total: int(state.get(total) or 0) for total in MONEY_TOTALS}
+    _money_independent(doc, ticket_class.tool_catalog, result)
     seen: set[tuple[str, str]] = set()
     for fact in facts:
         if fact.category == "actions_taken" and (fact.tool, fact.item) not in seen:
@@ -588,6 +729,9 @@ def evaluate_ticket(doc: ImportTicket, *, source: str, options: EvalOptions) -> 
         source=source,
         domain=domain_label(doc),
         turns=len(doc.turns),
+        ticket_class=doc.ticket_class.slug
+        if isinstance(doc.ticket_class, ImportClass)
+        else str(doc.ticket_class),
     )
     try:
         with transaction.atomic():
@@ -600,7 +744,7 @@ def evaluate_ticket(doc: ImportTicket, *, source: str, options: EvalOptions) -> 
                 source=source,
             )
             result.scripted_refusals = imported.refused_as_expected
-            _measure(doc, Ticket.objects.get(ticket_id=ticket_id), result)
+            _measure(doc, Ticket.objects.get(ticket_id=ticket_id), result, options.outcomes_model)
             raise _RollBack
     except _RollBack:
         pass

@@ -5,6 +5,7 @@ Plain text, no dependencies. `--json` carries every figure; this is the part a p
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from evals.facts import CATEGORIES
@@ -44,8 +45,9 @@ def _dollars(cents: int) -> str:
 
 
 def _money(money: dict[str, int]) -> str:
-    mark = "" if money["transcript"] == money["state"] else " MISMATCH"
-    return f"{_dollars(money['transcript'])} / {_dollars(money['state'])}{mark}"
+    """One total: the independent figure / the pinned states (over the tickets with an independent figure)."""
+    mark = f" MISMATCH x{money['tickets_differing']}" if money["tickets_differing"] else ""
+    return f"{_dollars(money['independent'])} / {_dollars(money['state_of_checked'])}{mark}"
 
 
 def _short_name(name: str, width: int = 44) -> str:
@@ -108,8 +110,10 @@ def render_domains(report: EvalReport) -> list[str]:
                 _kept(retention, "in_state"),
                 _kept(retention, "in_context_without_state"),
                 _kept(retention, "baseline_in_context"),
-                _money(money["refunded_cents"]),
-                _money(money["charged_cents"]),
+                _money(money["refunded_cents_total"]),
+                _money(money["charged_cents_total"]),
+                _money(money["credited_cents_total"]),
+                f"{money['tickets_checked']}/{figures['tickets']}",
             ]
         )
     header = [
@@ -120,8 +124,10 @@ def render_domains(report: EvalReport) -> list[str]:
         "facts in state",
         "ctx w/o state",
         "baseline ctx",
-        "refunded: transcript / state",
-        "charged: transcript / state",
+        "refunded: replay / state",
+        "charged: replay / state",
+        "credited: replay / state",
+        "money checked",
     ]
     return _table(header, rows, right={1, 2, 3, 4, 5, 6})
 
@@ -218,8 +224,11 @@ def render_totals(report: EvalReport) -> list[str]:
         f"compactions that did not shrink the request: {totals['compactions_not_shrinking']}",
         f"tokens: {tokens['uncompacted']:,} uncompacted -> {tokens['context']:,} with compaction "
         f"({tokens['saved']:,} saved, {100 * tokens['saved_share']:.1f}%); baseline requests {tokens['baseline_context']:,}",
-        f"repeat probes refused: {_percent(probes['refused'], probes['total'])}; money: refunded "
-        f"{_money(money['refunded_cents'])}, charged {_money(money['charged_cents'])} (transcripts / pinned states)",
+        f"customer briefs (the oracle, reported apart; only what a customer turn states is pinned): "
+        f"{totals['brief']['stated_in_conversation']} of {totals['brief']['sentences']} sentences stated in the conversation",
+        f"repeat probes refused: {_percent(probes['refused'], probes['total'])}; money (independent replay / "
+        f"pinned states, {money['tickets_checked']} tickets checked): refunded {_money(money['refunded_cents_total'])}, "
+        f"charged {_money(money['charged_cents_total'])}, credited {_money(money['credited_cents_total'])}",
     ]
 
 
@@ -236,8 +245,77 @@ def render_problems(report: EvalReport) -> list[str]:
     ]
 
 
+def render_cost(report: EvalReport) -> list[str]:
+    """Per domain and in all: what the compactions cost, what they saved, one compaction against one turn."""
+    cost = report.cost()
+    rows = []
+    for name, figures in [*cost["by_domain"].items(), ("all", cost)]:
+        ratio = figures["compaction_to_turn_ratio"]
+        rows.append(
+            [
+                name,
+                str(figures["compactions"]),
+                f"{figures['summarizer_input_tokens']:,} / {figures['summarizer_output_tokens']:,}",
+                f"{figures['summarizer_latency_ms'] / 1000:,.1f} s",
+                f"${Decimal(figures['summarizer_cost_usd']):.4f}",
+                f"{figures['tokens_not_resent']:,}",
+                f"${Decimal(figures['savings_usd']):.4f}",
+                "n/a"
+                if ratio is None
+                else f"{ratio:.4f} (1/{1 / ratio:,.0f})"
+                if ratio
+                else "0 (no model call)",
+            ]
+        )
+    header = [
+        "cost and savings",
+        "compactions",
+        "summarizer tokens in / out",
+        "latency",
+        "summarizer cost",
+        "tokens not re-sent",
+        "working input saved",
+        "compaction / working turn",
+    ]
+    return _table(header, rows, right={1, 2, 3, 4, 5, 6})
+
+
+def render_outcomes(report: EvalReport) -> list[str]:
+    """Per context: the decision questions' agreement with the truth and with the full context, repeats."""
+    outcomes = report.outcomes()
+    if "skipped" in outcomes:
+        return [f"outcomes: skipped ({outcomes['skipped']})"]
+    rows = []
+    for name in ("full", "desk", "baseline"):
+        figures = outcomes[name]
+        rows.append(
+            [
+                name,
+                str(figures["asked"]),
+                "n/a"
+                if figures["agreement_with_truth"] is None
+                else f"{100 * figures['agreement_with_truth']:.0f}%",
+                "n/a"
+                if figures["agreement_with_full"] is None
+                else f"{100 * figures['agreement_with_full']:.0f}%",
+                str(figures["repeat_irreversible_attempted"]),
+                str(figures["unanswered"]),
+            ]
+        )
+    header = [
+        f"outcomes ({outcomes['model']}; a floor)",
+        "asked",
+        "right",
+        "agrees with full",
+        "repeats attempted",
+        "unanswered",
+    ]
+    return _table(header, rows, right={1, 2, 3, 4, 5})
+
+
 def render(report: EvalReport, *, tickets: bool = False) -> str:
     parts = [*render_files(report), "", *render_domains(report), "", *render_retention(report), ""]
+    parts += [*render_cost(report), "", *render_outcomes(report), ""]
     if tickets:
         parts += [*render_rows(report), ""]
     parts += [*render_totals(report), "", *render_problems(report)]

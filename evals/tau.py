@@ -33,13 +33,21 @@ same services) a live agent's turns go through. The mapping, and why:
   entries say `transaction_type` (refund or payment); airline entries are signed (a cancellation
   appends the negated payments: refunds to the original payment method). A certificate's money is
   its `amount` argument. Telecom's `refuel_data` returns its `charge`; the customer's
-  `make_payment` says what it paid. Money back to the customer (refunds, certificates) is the
-  action's `amount_cents`, so it counts in the pinned `refunded_cents_total`; money charged is kept
-  in the action's args as `charged_cents`. Each document also carries the transcript's own ledger
-  (`source.money`) so the eval can compare the pinned states with the transcripts per domain.
-- Constraints: the customer's brief (tau2 `user_scenario.instructions.reason_for_call` and
-  `task_instructions`; tau-bench's `instruction`), sentence by sentence, as `constraint_stated`
-  events on the first customer turn: stricter than the transcript, which is the point.
+  `make_payment` says what it paid. A cancellation only refunds: the positive entries its result
+  shows are the payments it reverses (a reservation the agent never looked up shows them for the
+  first time), not new charges. The action's `amount_cents` is the money in the direction its tool
+  has in the class's catalog (a refund tool's refund, a charge tool's charge: a booking's payment,
+  a certificate's credit), so the pinned `refunded_cents_total`, `charged_cents_total` and
+  `credited_cents_total` add up what moved; money the write moved the other way (a flight change
+  that refunds a difference, a payment method swapped) stays in its args (`refunded_cents`,
+  `charged_cents`). Each document also carries the transcript's own ledger (`source.money`); the
+  eval's independent figure replays the writes against the domain's data (`evals/money.py`).
+- Constraints: only what the conversation states. Each sentence of the customer's brief (tau2
+  `user_scenario.instructions.reason_for_call` and `task_instructions`; tau-bench's `instruction`)
+  is a `constraint_stated` event on the first customer turn that states it (most of the sentence's
+  content words, and its numbers and ids, in that turn: `brief_stated_at`); a sentence no customer
+  turn states is never pinned (the agent could not know it). The brief itself is kept whole in
+  `source.brief`, each sentence with the turn that stated it or none: the eval's oracle, reported apart.
 - Boundaries: every assistant text message to the customer completes a step (`reply_sent`, or the
   kind of write the step completed, e.g. `order_cancelled`). An assistant message that also makes
   tool calls is mid-decision and is no boundary.
@@ -55,7 +63,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from core.identity import default_money_tools
+from core.identity import MoneyEffect, ToolCatalog, default_money_tools, guard_effect, normalize_item
 from core.tokens import count_message
 from desk.importer import ImportClass, ImportEvent, ImportTicket, ImportTurn
 
@@ -141,6 +149,51 @@ def brief_sentences(text: str | None) -> list[str]:
         if len(re.findall(r"[A-Za-z0-9]", sentence)) >= 3:
             out.append(sentence[:2000])
     return out
+
+
+_STOPWORD_TEXT = """
+a an the and or but if then than so to of in on at for from by with about as is are was were be been being
+it its this that these those there here you your yours yourself i me my mine we our us he she they them
+do does did not no don't dont want wants would will can could should may might must have has had
+also just only very any some all each both more most such own same other into out up down over again
+what which who whom when where why how
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+WORD = re.compile(r"[a-z0-9][a-z0-9_#'-]*")
+STATED_SHARE = 0.5
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def _content_words(text: str) -> set[str]:
+    return {_stem(w.strip("'-")) for w in WORD.findall(text.casefold()) if w not in STOPWORDS and len(w) > 1}
+
+
+def brief_stated_at(sentence: str, customer_turns: list[str]) -> int | None:
+    """The index of the first customer turn that states a brief's sentence, or None.
+
+    Stated: the turn holds every number and id of the sentence (a digit-bearing word: `11am`, `#W2000001`,
+    `HAT152`) and at least STATED_SHARE of its other content words (stemmed, stop words left out). The
+    simulated customer paraphrases; the figures are what a fact turns on.
+    """
+    words = _content_words(sentence)
+    if not words:
+        return None
+    keys = {w for w in words if any(ch.isdigit() for ch in w)}
+    plain = words - keys
+    for index, text in enumerate(customer_turns):
+        said = _content_words(text)
+        if not keys <= said:
+            continue
+        if plain and len(plain & said) / len(plain) < STATED_SHARE:
+            continue
+        return index
+    return None
 
 
 @cache
@@ -230,11 +283,16 @@ class _Pending:
 class Ledger:
     """Money the transcript's tool results show moving, in cents."""
 
-    refunded_cents: int = 0  # back to the customer: refunds, certificates
+    refunded_cents: int = 0  # back to the customer's payment method: refunds
     charged_cents: int = 0  # from the customer: payments, price differences, fees, bills paid
+    credited_cents: int = 0  # given back as a credit: certificates
 
     def as_json(self) -> dict[str, int]:
-        return {"refunded_cents": self.refunded_cents, "charged_cents": self.charged_cents}
+        return {
+            "refunded_cents": self.refunded_cents,
+            "charged_cents": self.charged_cents,
+            "credited_cents": self.credited_cents,
+        }
 
 
 class _Builder:
@@ -306,7 +364,12 @@ class _Builder:
             self.ledger.charged_cents += charged
             turn.events.append(
                 self._event(
-                    call, item=paid.group(2), refunded=0, args={"charged_cents": charged, "by": "customer"}
+                    call,
+                    item=paid.group(2),
+                    amount=charged if _effect(call.name) == "charge" else 0,
+                    args={"by": "customer"}
+                    if _effect(call.name) == "charge"
+                    else {"charged_cents": charged, "by": "customer"},
                 )
             )
         self.turns.append(turn)
@@ -330,10 +393,12 @@ class _Builder:
 
     def _action(self, call: _Pending, result: dict[str, Any] | None, text: str) -> ImportEvent:
         args: dict[str, Any] = dict(call.arguments)
-        refunded = charged = 0
+        refunded = charged = credited = 0
         item = item_for(call.name, call.arguments, result)
         if result is not None:
             refunded, charged = self._money(result)
+            if verb(call.name) == "cancel":
+                charged = 0  # a cancellation reverses payments: the positive entries are the ones it reversed
             returned = set(result.get("return_items") or [])
             if returned:
                 args["refund_due_cents"] = sum(
@@ -346,26 +411,39 @@ class _Builder:
             if verb(call.name) == "refuel" and result.get("charge") is not None:
                 charged += to_cents(result["charge"])
         if call.name == "send_certificate":
-            refunded += to_cents(call.arguments.get("amount", 0))
+            credited += to_cents(call.arguments.get("amount", 0))
             named = CERTIFICATE.search(text)
             if named:
                 args["certificate_id"] = named.group(1)
         self.ledger.refunded_cents += refunded
         self.ledger.charged_cents += charged
-        if charged:
-            args["charged_cents"] = charged
-        return self._event(call, item=item, refunded=refunded, args=args)
+        self.ledger.credited_cents += credited
+        moved = {"refund": refunded, "charge": charged, "credit": credited}
+        effect = _effect(call.name)
+        # The action's amount is its tool's direction; what moved the other way is kept in its args.
+        for direction, key in (
+            ("refund", "refunded_cents"),
+            ("charge", "charged_cents"),
+            ("credit", "credited_cents"),
+        ):
+            if moved[direction] and direction != effect:
+                args[key] = moved[direction]
+        amount = moved[effect] if effect else 0
+        return self._event(call, item=item, amount=amount, args=args)
 
-    def _event(self, call: _Pending, *, item: str, refunded: int, args: dict[str, Any]) -> ImportEvent:
+    def _event(self, call: _Pending, *, item: str, amount: int, args: dict[str, Any]) -> ImportEvent:
         reversible = verb(call.name) in REVERSIBLE_VERBS
-        key = (call.name, item)
+        # The guard's identity: a money tool by what it does (any charge on a reservation after its booking
+        # is a second charge of it), any other tool by its name; the item as the guard reads it.
+        effect = _effect(call.name)
+        key = (guard_effect(effect) if effect else call.name, normalize_item(item))
         self.done[key] += 1
         repeat = self.done[key] > 1 and not reversible
         return ImportEvent(
             type="action_taken",
             tool=call.name,
             item=item,
-            amount_cents=refunded,
+            amount_cents=amount,
             reversible=reversible,
             args=args,
             idempotency_key=f"{self.ticket_id}-{len(self.turns) + 1}-{call.id}"[:255],
@@ -398,6 +476,20 @@ class _Builder:
         return refunded, charged
 
 
+# The adapted classes' money tools: the defaults, and telecom's two writes that take the customer's money.
+TAU_MONEY_TOOLS = {**default_money_tools(), "refuel_data": "charge", "make_payment": "charge"}
+
+
+@cache
+def _catalog() -> ToolCatalog:
+    return ToolCatalog.build(irreversible=[], money=TAU_MONEY_TOOLS)
+
+
+def _effect(tool: str) -> MoneyEffect | None:
+    """The money direction the adapted classes' catalog gives a tool (refund, charge, credit), or None."""
+    return _catalog().money_effect(tool)
+
+
 def _json_object(text: str) -> dict[str, Any] | None:
     if not text.lstrip().startswith("{"):
         return None
@@ -427,8 +519,17 @@ def _document(
     turns = builder.turns
     if not turns:
         raise TauFormatError(f"{ticket_id}: the transcript has no messages")
-    first_customer = next((t for t in turns if t.role == "customer"), turns[0])
-    first_customer.events[:0] = [ImportEvent(type="constraint_stated", text=text) for text in constraints]
+    brief = []
+    pinned: dict[int, list[ImportEvent]] = {}
+    customer_turns = [(i, t) for i, t in enumerate(turns) if t.role == "customer"]
+    for text in constraints:
+        index = brief_stated_at(text, [t.content for _, t in customer_turns])
+        at = customer_turns[index][0] if index is not None else None
+        brief.append({"text": text, "stated_at_turn": at + 1 if at is not None else None})
+        if at is not None:
+            pinned.setdefault(at, []).append(ImportEvent(type="constraint_stated", text=text))
+    for at, events in pinned.items():
+        turns[at].events[:0] = events
     policy_tokens = count_message(policy) if policy else 0
     return ImportTicket.model_validate(
         {
@@ -439,9 +540,8 @@ def _document(
                 slug=f"tau-{domain}-{policy_tokens + budget}",
                 token_budget=policy_tokens + budget,
                 compaction_threshold=DEFAULT_THRESHOLD,
-                # The adapter records money back to the customer as an action's amount: a flight change
-                # that refunds a price difference is a refund tool here (what it charges stays in its args).
-                money_tools={**default_money_tools(), "update_reservation_flights": "refund"},
+                # Each write's amount is the money in its tool's direction in this catalog.
+                money_tools=dict(TAU_MONEY_TOOLS),
             ),
             "system_prompt": policy or None,
             "turns": turns,
@@ -451,6 +551,7 @@ def _document(
                 "policy_source": policy_source,
                 "policy_tokens": policy_tokens,
                 "money": builder.ledger.as_json(),
+                "brief": brief,
             },
         }
     )

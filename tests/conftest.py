@@ -81,3 +81,30 @@ def sam(client: Client) -> Client:
     """A client logged in as sam, the supervisor."""
     client.force_login(supervisor())
     return client
+
+
+@pytest.fixture(scope="session")
+def local_model_server(tmp_path_factory: pytest.TempPathFactory):
+    """The real local model (SmolLM2-135M behind llama-cpp-python's server) on a free loopback port, once per
+    session. Skipped with the reason when the `model` group is not installed; SUNDRY_REQUIRE_MODEL=1 (CI) makes
+    that a failure instead."""
+    import os
+
+    from evals.local_model import LocalModelUnavailable, serve
+
+    log = tmp_path_factory.mktemp("model") / "server.log"
+    try:
+        with serve(log=log) as model:
+            yield model
+    except LocalModelUnavailable as exc:
+        if os.environ.get("SUNDRY_REQUIRE_MODEL") == "1":
+            pytest.fail(f"SUNDRY_REQUIRE_MODEL=1 and the local model is unavailable: {exc}")
+        pytest.skip(f"the local model is unavailable: {exc}")
+
+
+@pytest.fixture
+def local_model(local_model_server, monkeypatch: pytest.MonkeyPatch):
+    """The local model server, with the official client pointed at it for this test."""
+    for name, value in local_model_server.env().items():
+        monkeypatch.setenv(name, value)
+    return local_model_server

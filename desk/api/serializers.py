@@ -309,7 +309,7 @@ class ModelActionOut(serializers.Serializer):
 
 
 class ModelStateOut(serializers.Serializer):
-    """The pinned state as the model reads it (tickets.state.model_state)."""
+    """The pinned state as the model reads it (core.state.model_state)."""
 
     ticket = serializers.CharField()
     order = serializers.CharField()

@@ -156,7 +156,10 @@ def test_item_keys_keep_different_things_apart() -> None:
     assert normalize_item("item-12") != normalize_item("item-0")
     assert normalize_item("a") == "a" and normalize_item("b") == "b"  # an item that is only an article
     assert normalize_item("boxes") == normalize_item("box") and normalize_item("batteries") == "battery"
-    assert normalize_item("") == normalize_item("SU-87310") == ""  # only an order reference: the whole order
+    assert normalize_item("") == ""  # no item: the whole order
+    # An item that is only a reference names that record (two bills, two lines, two orders stay apart).
+    assert normalize_item("B1002") != normalize_item("L1001") != normalize_item("#W4923227") != ""
+    assert normalize_item("garden-table (SU-87310)") == normalize_item("garden-table")
 
 
 @pytest.mark.parametrize(

@@ -73,12 +73,28 @@ def test_check_fails_when_a_context_ends_over_budget_with_a_safe_cut_but_not_wit
     assert no_cut.problems() == []  # every turn belongs to an unfinished tool exchange: nothing could be cut
 
 
-def test_check_fails_when_the_money_differs_from_the_transcript() -> None:
-    result = passing_result(refunded_cents_expected=4000, refunded_cents_state=0, charged_cents_expected=500)
+def test_check_fails_when_the_pinned_money_differs_from_the_independent_figure() -> None:
+    result = passing_result(
+        money_state={"refunded_cents_total": 0, "charged_cents_total": 0, "credited_cents_total": 200},
+        money_independent={
+            "refunded_cents_total": 4000,
+            "charged_cents_total": 500,
+            "credited_cents_total": 200,
+        },
+        money_source="the replay",
+    )
     assert result.problems() == [
-        "refunded 4000 cents in the transcript, 0 in the pinned state",
-        "charged 500 cents in the transcript, 0 in the pinned state",
+        "refunded_cents_total: 4000 cents by the replay, 0 in the pinned state",
+        "charged_cents_total: 500 cents by the replay, 0 in the pinned state",
     ]
+
+
+def test_money_without_an_independent_figure_is_reported_unchecked_not_failed() -> None:
+    result = passing_result(
+        money_state={"refunded_cents_total": 0, "charged_cents_total": 955, "credited_cents_total": 0},
+        money_independent=None,
+    )
+    assert result.problems() == []
 
 
 def test_command_exits_1_naming_the_ticket_that_ended_over_budget_when_every_summary_fails(
@@ -185,13 +201,24 @@ def test_every_published_domain_is_reported_with_the_money_of_its_transcripts_an
         "tau2-bench telecom",
     }
     for name, figures in domains.items():
-        refunded, charged = figures["money"]["refunded_cents"], figures["money"]["charged_cents"]
-        assert refunded["transcript"] == refunded["state"], name
-        assert charged["transcript"] == charged["state"], name
-    # Domains with refunds never show 0: cancellation, item change, signed airline refunds, a certificate.
-    assert domains["tau-bench retail"]["money"]["refunded_cents"]["state"] == 18246 + 1799
-    assert domains["tau-bench airline"]["money"]["refunded_cents"]["state"] == 75800 + 20000
-    assert domains["tau-bench airline"]["money"]["charged_cents"]["state"] == 19200 + 5000
-    assert domains["tau2-bench airline"]["money"]["refunded_cents"]["state"] == 12000 + 43000
-    assert domains["tau2-bench telecom"]["money"]["charged_cents"]["state"] == 8550 + 400
+        money = figures["money"]
+        for total in ("refunded_cents_total", "charged_cents_total", "credited_cents_total"):
+            assert money[total]["independent"] == money[total]["state_of_checked"], (name, total)
+    # Each total lands where its tool's direction says: refunds (a cancellation, an item change), charges
+    # (a booking, bags, telecom's refuel and payment), credits (a certificate).
+    money = {name: figures["money"] for name, figures in domains.items()}
+    assert money["tau-bench retail"]["refunded_cents_total"]["state"] == 18246 + 1799
+    assert money["tau-bench airline"]["refunded_cents_total"]["state"] == 75800
+    assert money["tau-bench airline"]["credited_cents_total"]["state"] == 20000
+    assert money["tau-bench airline"]["charged_cents_total"]["state"] == 19200 + 5000
+    # The flight change refunded $120: a charge tool's refund stays in its args (the replay sees it).
+    assert money["tau2-bench airline"]["refunded_cents_total"]["state"] == 43000
+    assert money["tau2-bench telecom"]["charged_cents_total"]["state"] == 8550 + 400
+    assert money["tau2-bench telecom"]["tickets_checked"] == 0  # no initial data for telecom here
+    airline = next(t for t in report.tickets if t.domain == "tau2-bench airline")
+    assert airline.money_replayed == {
+        "refunded_cents": 12000 + 43000,
+        "charged_cents": 0,
+        "credited_cents": 0,
+    }
     assert report.ok, report.problems()

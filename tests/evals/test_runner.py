@@ -73,8 +73,8 @@ def test_public_tau2_sample_keeps_every_write_and_constraint_and_refuses_every_r
     )
     assert actions["in_summary"] == actions["summary_due"] > 0
     assert totals["probes"]["total"] == 15 and totals["probes"]["refused"] == 15
-    refunded = totals["money"]["refunded_cents"]
-    assert refunded["state"] == refunded["transcript"] > 0
+    refunded = totals["money"]["refunded_cents_total"]
+    assert refunded["state_of_checked"] == refunded["independent"] > 0 and refunded["tickets_differing"] == 0
     assert totals["tokens"]["saved"] > 0
     assert totals["tokens"]["context"] < totals["tokens"]["uncompacted"]
     assert report.ok
@@ -108,7 +108,7 @@ def test_lossy_summary_of_t40118_loses_the_refund_but_the_state_and_context_keep
     assert ticket.engine_coverage_misses >= 1  # the compaction itself flagged the miss
     assert [p.refused for p in ticket.probes] == [True]
     assert ticket.scripted_refusals == 1  # the turn-26 second refund was refused on import
-    assert ticket.refunded_cents_state == 4000
+    assert ticket.money_state["refunded_cents_total"] == 4000
     assert ticket.ok  # nothing lost where it matters: the state and the context
 
 
@@ -186,7 +186,7 @@ def test_a_deliberate_repeat_is_two_actions_and_a_third_is_refused() -> None:
     assert [c.fact.amount_cents for c in refunds] == [2000, 2500]
     assert all(c.state for c in refunds)
     assert [p.refused for p in ticket.probes] == [True]
-    assert ticket.refunded_cents_state == 4500
+    assert ticket.money_state["refunded_cents_total"] == 4500
 
 
 def test_the_checks_can_fail_a_fact_missing_from_the_state_or_the_context() -> None:
@@ -242,8 +242,20 @@ def test_command_prints_clean_json_on_stdout_and_progress_on_stderr() -> None:
         "in_summary": 1,
         "in_context": 1,
     }
-    assert set(data) >= {"totals", "files", "domains", "problems", "tickets"}
-    assert data["domains"]["sundry-ticket"]["money"]["refunded_cents"] == {"transcript": 4000, "state": 4000}
+    assert set(data) >= {"totals", "files", "domains", "problems", "tickets", "cost"}
+    cost = data["cost"]
+    assert cost["compactions"] == len(ticket["cost"]["compactions"]) >= 1
+    assert cost["tokens_not_resent"] == ticket["cost"]["tokens_not_resent"] > 0
+    assert cost["compaction_to_turn_ratio"] == 0  # the extractive summarizer makes no model call
+    assert set(cost["by_domain"]) == {"sundry-ticket"}
+    refunded = data["domains"]["sundry-ticket"]["money"]["refunded_cents_total"]
+    assert (refunded["independent"], refunded["state"]) == (4000, 4000)
+    assert ticket["money"]["state"] == {
+        "refunded_cents_total": 4000,
+        "charged_cents_total": 0,
+        "credited_cents_total": 0,
+    }
+    assert ticket["money"]["independent"] == ticket["money"]["state"]
     assert ticket["tokens"]["saved"] == ticket["tokens"]["uncompacted"] - ticket["tokens"]["context"] > 0
     assert "evaluated 1 ticket(s)" in stderr.getvalue()
 

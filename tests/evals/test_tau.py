@@ -11,7 +11,7 @@ from django.conf import settings
 
 from desk.importer import ImportClass, ImportTicket, import_ticket
 from evals.sources import detect, load
-from evals.tau import brief_sentences, tau1_documents, tau2_documents
+from evals.tau import brief_sentences, brief_stated_at, tau1_documents, tau2_documents
 from tickets.models import PinnedState
 
 TAU2_FILE = Path(settings.BASE_DIR) / "demo" / "realdata" / "tau2-retail-gpt-4.1.json"  # MIT, see its README
@@ -129,15 +129,29 @@ def test_a_result_starting_with_error_is_a_turn_but_never_an_action() -> None:
     assert [a.tool for a in actions] == ["cancel_pending_order"]
 
 
-def test_the_brief_becomes_constraints_at_the_first_customer_turn() -> None:
-    """reason_for_call and task_instructions sentences; identity facts and the '.' placeholder are left out."""
+def test_a_brief_sentence_is_pinned_at_the_customer_turn_that_states_it_and_never_otherwise() -> None:
+    """reason_for_call and task_instructions sentences ('.' placeholders left out) are matched against the
+    customer's turns: the one the customer says is pinned there; the one nobody says is only in the brief."""
     [doc] = tau2_documents(SMALL)
     first_customer = doc.turns[1]
-    assert [e.text for e in first_customer.events] == [
-        "You want to cancel order #W1.",
-        "You prefer a refund to PayPal.",
+    assert [e.text for e in first_customer.events] == ["You want to cancel order #W1."]
+    assert not any(e.type == "constraint_stated" for t in doc.turns[2:] for e in t.events)
+    assert doc.model_extra["source"]["brief"] == [
+        {"text": "You want to cancel order #W1.", "stated_at_turn": 2},
+        {"text": "You prefer a refund to PayPal.", "stated_at_turn": None},
     ]
-    assert all(not t.events for t in doc.turns[:1])
+
+
+def test_a_brief_sentence_is_stated_by_its_figures_and_most_of_its_words() -> None:
+    turns = [
+        "Hi, I need to change a flight.",
+        "I'd rather not fly before 11am, if possible.",
+        "I do not want to fly before 11am EST, and no basic economy.",
+    ]
+    assert brief_stated_at("You do not want to fly before 11am est.", turns) == 1
+    assert brief_stated_at("You do not want to fly before 9am est.", turns) is None  # the figure differs
+    assert brief_stated_at("You want a refund to the original payment method.", turns) is None
+    assert brief_stated_at("You want to change a flight.", turns) == 0
 
 
 def test_replies_to_the_customer_are_boundaries_named_after_the_step() -> None:
@@ -170,7 +184,8 @@ def test_an_adapted_transcript_imports_through_the_desk_services() -> None:
     assert report.actions_recorded == 1
     state = PinnedState.objects.get(ticket__ticket_id=doc.ticket_id).agent_json()
     assert state["refunded_cents_total"] == 4250
-    assert len(state["customer_constraints"]) == 2
+    # Only what the customer said: the PayPal sentence of the brief is never stated, so never pinned.
+    assert [c["text"] for c in state["customer_constraints"]] == ["You want to cancel order #W1."]
 
 
 def test_tau_bench_v1_runs_are_read_too() -> None:
@@ -221,11 +236,9 @@ def test_tau_bench_v1_runs_are_read_too() -> None:
     [event] = doc.turns[2].events
     assert (event.tool, event.item, event.amount_cents) == ("return_delivered_order_items", "#W9", 0)
     assert event.args is not None and event.args["refund_due_cents"] == 3000
-    assert [e.text for e in doc.turns[0].events] == [
-        "You are u1.",
-        "You want to return order #W9.",
-        "Be brief.",
-    ]
+    # Only the sentence the customer's turn states; "You are u1." and "Be brief." stay in the brief.
+    assert [e.text for e in doc.turns[0].events] == ["You want to return order #W9."]
+    assert [b["stated_at_turn"] for b in doc.model_extra["source"]["brief"]] == [None, 1, None]
     assert doc.turns[3].boundary == "return_booked"
 
 
@@ -257,10 +270,18 @@ def fixture(name: str) -> ImportTicket:
     return doc
 
 
+def _other_way(tool: str, args: dict[str, Any]) -> int:
+    return sum(
+        int(args.get(key, 0)) for key in ("refunded_cents", "charged_cents", "credited_cents") if key in args
+    )
+
+
 def actions(doc: ImportTicket) -> list[tuple[str, str, str, int, int]]:
-    """(turn role, tool, item, refunded cents, charged cents) of each action_taken event."""
+    """(turn role, tool, item, amount cents, cents moved the other way) of each action_taken event: the amount
+    is the money in the tool's direction (a refund tool's refund, a charge tool's charge, a certificate's
+    credit); what the write moved the other way stays in its args."""
     return [
-        (t.role, e.tool or "", e.item, e.amount_cents, int((e.args or {}).get("charged_cents", 0)))
+        (t.role, e.tool or "", e.item, e.amount_cents, _other_way(e.tool or "", e.args or {}))
         for t in doc.turns
         for e in t.events
         if e.type == "action_taken"
@@ -291,7 +312,7 @@ def test_v1_retail_without_a_policy_in_the_file_gets_the_fixture_policy_and_its_
         ),  # the retry; the error is no action
         ("tool_result", "return_delivered_order_items", "#W2000003", 0, 0),
     ]
-    assert source["money"] == {"refunded_cents": 18246 + 1799, "charged_cents": 0}
+    assert source["money"] == {"refunded_cents": 18246 + 1799, "charged_cents": 0, "credited_cents": 0}
 
 
 def test_v1_retail_pairs_parallel_results_by_id_reused_ids_by_order_and_nameless_ids_by_tool() -> None:
@@ -325,15 +346,15 @@ def test_v1_airline_cancellation_refunds_to_the_original_payment_and_a_booking_i
             "tool_result",
             "book_reservation",
             "HATHAT",
-            0,
             19200,
+            0,
         ),  # the reservation the result names, not the user
         (
             "tool_result",
             "update_reservation_baggages",
             "HATHAT",
-            0,
             5000,
+            0,
         ),  # only the entry new since the booking
     ]
     [certificate] = [e for t in doc.turns for e in t.events if e.tool == "send_certificate"]
@@ -355,11 +376,11 @@ def test_tau2_airline_signed_refunds_flagged_errors_and_calls_without_ids() -> N
         (
             "tool_result",
             "update_reservation_flights",
-            "K1NW8N",
-            12000,
+            "FXK1N8",
             0,
-        ),  # a cheaper flight: -120 in the history
-        ("tool_result", "cancel_reservation", "4WQ150", 43000, 0),
+            12000,
+        ),  # a cheaper flight: -120 in the history, a refund by a charge tool (kept in its args)
+        ("tool_result", "cancel_reservation", "FX4W15", 43000, 0),
     ]
     flagged = [t for t in doc.turns if t.role == "tool_result" and t.content.startswith("Error")]
     assert len(flagged) == 1 and flagged[0].events == []
@@ -378,9 +399,9 @@ def test_tau2_telecom_customer_tools_are_customer_turns_and_bills_and_charges_ar
     assert doc.system_prompt and doc.system_prompt.startswith("# Telecom agent policy")
     assert actions(doc) == [
         ("tool_result", "send_payment_request", "B1002", 0, 0),
-        ("customer", "make_payment", "B1002", 0, 8550),  # the customer paid the bill on their phone
+        ("customer", "make_payment", "B1002", 8550, 0),  # the customer paid the bill on their phone
         ("tool_result", "resume_line", "L1001", 0, 0),
-        ("tool_result", "refuel_data", "L1001", 0, 400),  # refuel_data returns its charge
+        ("tool_result", "refuel_data", "L1001", 400, 0),  # refuel_data returns its charge
         ("tool_result", "enable_roaming", "L1001", 0, 0),
     ]
     toggles = [e for t in doc.turns for e in t.events if e.tool in {"resume_line", "enable_roaming"}]
@@ -411,10 +432,28 @@ def test_each_published_shape_imports_and_its_pinned_money_matches_the_transcrip
     import_ticket(ImportTicket.model_validate(doc.model_dump()))
     state = PinnedState.objects.get(ticket__ticket_id=doc.ticket_id).agent_json()
     money = (doc.model_extra or {})["source"]["money"]
-    # Money back to the customer: refunds, and credits (certificates) in their own total.
-    assert state["refunded_cents_total"] + state["credited_cents_total"] == money["refunded_cents"]
-    charged = sum(int(a["args"].get("charged_cents", 0)) for a in state["actions_taken"])
-    assert charged == money["charged_cents"]
+    # Each total is its direction's money, less what a tool of the other direction moved (kept in its args).
+    other = {"refunded_cents": 0, "charged_cents": 0, "credited_cents": 0}
+    for action in state["actions_taken"]:
+        for key in other:
+            other[key] += int(action["args"].get(key, 0))
+    assert state["refunded_cents_total"] == money["refunded_cents"] - other["refunded_cents"]
+    assert state["charged_cents_total"] == money["charged_cents"] - other["charged_cents"]
+    assert state["credited_cents_total"] == money["credited_cents"] - other["credited_cents"]
+
+
+@pytest.mark.django_db
+def test_an_imported_airline_booking_charges_what_its_tool_result_charged() -> None:
+    """The agent reads `charged_cents_total`: a booking's payment lands there, as its result's history says."""
+    doc = fixture("tau1-airline.json")
+    [booked] = [t for t in doc.turns if t.role == "tool_result" and t.tool == "book_reservation"]
+    paid = sum(round(p["amount"] * 100) for p in json.loads(booked.content)["payment_history"])
+    import_ticket(ImportTicket.model_validate(doc.model_dump()))
+    state = PinnedState.objects.get(ticket__ticket_id=doc.ticket_id).agent_json()
+    [booking] = [a for a in state["actions_taken"] if a["tool"] == "book_reservation"]
+    assert booking["amount_cents"] == paid == 19200
+    bags = next(a for a in state["actions_taken"] if a["tool"] == "update_reservation_baggages")
+    assert state["charged_cents_total"] == paid + bags["amount_cents"] == 19200 + 5000
 
 
 def test_a_result_without_an_id_answers_the_oldest_call_of_the_tool_it_names() -> None:
@@ -447,3 +486,65 @@ def test_a_result_without_an_id_answers_the_oldest_call_of_the_tool_it_names() -
     results = [(t.tool, t.tool_call_id) for t in doc.turns if t.role == "tool_result"]
     assert results == [("get_order_details", "b"), ("get_user_details", "a")]
     assert doc.seller_type == "retail"  # no policy in the run: the tools it called name the domain
+
+
+@pytest.mark.django_db
+def test_a_cancellation_never_looked_up_refunds_its_payments_and_charges_nothing() -> None:
+    """The agent cancels a real reservation without reading it first: its result shows the original payment
+    and its negation. The payment is what the cancellation reversed, not a new charge; the replay against
+    tau-bench's initial data agrees with the pinned state to the cent."""
+    from evals.money import initial_records, replay
+    from evals.runner import EvalOptions, evaluate
+
+    initial = initial_records("airline")["4WQ150"]
+    after = json.loads(json.dumps(initial))
+    after["payment_history"] += [
+        {"payment_id": p["payment_id"], "amount": -p["amount"]} for p in initial["payment_history"]
+    ]
+    after["status"] = "cancelled"
+    data = {
+        "info": {
+            "environment_info": {"domain_name": "airline", "policy": "# Airline agent policy\nBe kind."}
+        },
+        "tasks": [
+            {"id": "9", "user_scenario": {"instructions": {"reason_for_call": "You want to cancel 4WQ150."}}}
+        ],
+        "simulations": [
+            {
+                "id": "sim-cancel",
+                "task_id": "9",
+                "messages": [
+                    {"role": "user", "content": "Please cancel 4WQ150, I booked it by mistake."},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "name": "cancel_reservation",
+                                "arguments": {"reservation_id": "4WQ150"},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "id": "c1", "content": json.dumps(after)},
+                    {"role": "assistant", "content": "It is cancelled and refunded."},
+                ],
+            }
+        ],
+    }
+    [doc] = tau2_documents(data)
+    paid = sum(round(p["amount"] * 100) for p in initial["payment_history"])
+    assert actions(doc) == [("tool_result", "cancel_reservation", "4WQ150", paid, 0)]
+    assert doc.model_extra["source"]["money"]["charged_cents"] == 0
+    replayed = replay(doc)
+    assert replayed is not None and replayed.totals.refunded == paid and replayed.totals.charged == 0
+    [result] = evaluate([("inline", doc)], options=EvalOptions()).tickets
+    assert (
+        result.money_independent
+        == result.money_state
+        == {
+            "refunded_cents_total": paid,
+            "charged_cents_total": 0,
+            "credited_cents_total": 0,
+        }
+    )

@@ -455,10 +455,12 @@ def _repeat_message(
     message = f"refused: {earlier.describe()} was already {_held_how(earlier)} ({earlier.id})"
     if effect is not None:
         same = "the whole order" if not item and not earlier.item else item or "the whole order"
-        message += (
-            f"; {tool} is a {effect}, and a refund, a credit or another payment back to the buyer for "
-            f"{same} is the same action whatever tool makes it"
+        kind = (
+            "a charge to the buyer"
+            if effect == "charge"
+            else "a refund, a credit or another payment back to the buyer"
         )
+        message += f"; {tool} is a {effect}, and {kind} for {same} is the same action whatever tool makes it"
         if not earlier.item or not item:
             message += " (an action with no item is about the whole order, so it collides with every item)"
         if items.tools.is_unclassified_money(tool):

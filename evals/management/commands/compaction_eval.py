@@ -72,11 +72,18 @@ class Command(BaseCommand):
         )
         parser.add_argument("--tickets", action="store_true", help="also print one row per ticket")
         parser.add_argument(
+            "--outcomes-model",
+            default=None,
+            help="ask this working model (OPENAI_BASE_URL) the decision questions with the full, desk and "
+            "baseline contexts at each ticket's last compaction (evals/outcomes.py); default: not asked",
+        )
+        parser.add_argument(
             "--check",
             action="store_true",
             help="exit with status 1, naming the reasons, if a context ends over budget although a safe cut "
             "existed, an applied compaction did not shrink the request, a fact is lost from the pinned state "
-            "or the context, a repeat probe is not refused, the money differs from the transcript, or a "
+            "or the context, a repeat probe is not refused, a pinned money total differs from the independent "
+            "replay, or a "
             "ticket fails to import",
         )
 
@@ -96,7 +103,12 @@ class Command(BaseCommand):
         if not documents:
             raise CommandError("no tickets found in the given paths")
 
-        eval_options = EvalOptions(summarizer=options["summarizer"], model=options["model"], budget=budget)
+        eval_options = EvalOptions(
+            summarizer=options["summarizer"],
+            model=options["model"],
+            budget=budget,
+            outcomes_model=options["outcomes_model"],
+        )
         progress = Progress(len(documents), self.stderr)
         report = evaluate(documents, options=eval_options, progress=progress)
         progress.close(report.seconds)
