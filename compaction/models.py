@@ -83,6 +83,11 @@ class CompactionEvent(models.Model):
     )
     started_at = models.DateTimeField(null=True, blank=True, help_text="When the summarizer call began.")
     finished_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Until when a running compaction is its run's; past it, the next boundary retakes it.",
+    )
 
     objects = CompactionEventQuerySet.as_manager()
 

@@ -269,6 +269,12 @@ SUNDRY_SUMMARIZER_TIMEOUT_SECONDS = env_float("SUNDRY_SUMMARIZER_TIMEOUT_SECONDS
 SUNDRY_COMPACTION_DEADLINE_SECONDS = env_float("SUNDRY_COMPACTION_DEADLINE_SECONDS", 10.0)
 if SUNDRY_COMPACTION_DEADLINE_SECONDS <= 0:
     raise ImproperlyConfigured("SUNDRY_COMPACTION_DEADLINE_SECONDS must be a positive number of seconds")
+# A running compaction is a lease: its run holds it for the deadline plus this grace (reading and applying);
+# past it, the next boundary retakes it (inline, or queued again for a worker). A process killed mid-compaction
+# (SIGKILL, an OOM kill) so never leaves a ticket waiting on work nobody is doing.
+SUNDRY_COMPACTION_LEASE_GRACE_SECONDS = env_float("SUNDRY_COMPACTION_LEASE_GRACE_SECONDS", 15.0)
+if SUNDRY_COMPACTION_LEASE_GRACE_SECONDS <= 0:
+    raise ImproperlyConfigured("SUNDRY_COMPACTION_LEASE_GRACE_SECONDS must be a positive number of seconds")
 
 LOGGING = {
     "version": 1,
