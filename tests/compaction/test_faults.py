@@ -96,25 +96,29 @@ def test_a_hanging_summarizer_answers_at_the_deadline(openai_server) -> None:
 
 
 @pytest.mark.django_db
-def test_an_exit_during_the_summarizer_call_leaves_a_failed_event(monkeypatch: pytest.MonkeyPatch) -> None:
-    """gunicorn's worker timeout raises SystemExit in the worker: the run records a failed event and the exit
-    goes on; nothing is left `running`."""
-    from compaction import summarizers
-
+@override_settings(SUNDRY_COMPACTION_DEADLINE_SECONDS=10.0)
+def test_an_exit_during_the_summarizer_call_leaves_a_failed_event(openai_server) -> None:
+    """gunicorn's worker timeout is a signal whose handler raises SystemExit wherever the worker is: the run
+    records a failed event and the exit goes on; nothing is left `running`."""
     ticket = _due_ticket("T-EXIT")
     with override_settings(TASKS=DB_TASKS):
         answer = _boundary(ticket)  # claimed, queued for a worker that is not running
     assert answer["compaction"]["status"] == "queued"
-    event_pk = answer["compaction"]["number"]
-    event = CompactionEvent.objects.get(ticket=ticket, number=event_pk)
+    event = CompactionEvent.objects.get(ticket=ticket, number=answer["compaction"]["number"])
 
-    def exit_now(self: Any, request: Any, *, timeout: float) -> Any:
-        raise SystemExit(1)
+    def exit_now(signum: int, frame: Any) -> None:
+        sys.exit(1)
 
-    # The edge we do not own (the process being told to exit), not our code: the summarizer call raises it.
-    monkeypatch.setattr(summarizers.OpenAISummarizer, "summarize", exit_now)
-    with pytest.raises(SystemExit):
-        run_compaction(event_pk=event.pk)
+    previous = signal.signal(signal.SIGALRM, exit_now)
+    try:
+        with openai_server([Reply(content=VALID, delay=30)]) as fake:
+            signal.setitimer(signal.ITIMER_REAL, 1.0)
+            with pytest.raises(SystemExit):
+                run_compaction(event_pk=event.pk)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert fake.requests
     event.refresh_from_db()
     assert event.status == CompactionStatus.FAILED
     assert "SystemExit" in event.validation_errors[-1]
