@@ -1,7 +1,10 @@
 """The `sundry-ticket/1` import format: parse and validate a whole file first, then write ticket by ticket.
 
-Each ticket is written in one transaction, through the same services a live agent uses, so an
-imported ticket is compacted exactly as it would have been live. A malformed file writes nothing.
+A file is first checked: every ticket written in one transaction that is rolled back, compaction skipped
+(compaction never decides whether an event is accepted), so a refusal of syntax or meaning writes nothing.
+Then each ticket is written as a live agent would write it: turn by turn through `receive_turn`, each turn
+its own durable transaction, its compaction after the commit with no transaction open, so an imported
+ticket is compacted exactly as it would have been live and no summarizer call holds a row lock.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any, Literal
 from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from desk.turns import receive_turn
+from desk.turns import TurnReceived, receive_turn, rehearse_turn
 from tickets.errors import DeskError, RepeatRefused, describe_validation_error
 from tickets.identity import CatalogError, ToolCatalog, default_irreversible_tools, default_money_tools
 from tickets.models import SummarizerBackend, TicketClass, Turn
@@ -195,9 +198,45 @@ def resolve_class(spec: str | ImportClass) -> TicketClass:
     return TicketClass.objects.create(**fields)
 
 
-@transaction.atomic
-def import_ticket(doc: ImportTicket, *, by: Actor = SYSTEM, source: str = "") -> TicketImported:
-    """Write one ticket, turn by turn, with its events, as a live agent would have. All or nothing."""
+class _RolledBack(Exception):
+    pass
+
+
+def check_tickets(docs: list[ImportTicket], *, by: Actor = SYSTEM, source: str = "") -> None:
+    """Write `docs` in one transaction that is rolled back, compaction skipped: ImportFileError at the first
+    refusal, and the database as it was either way."""
+    try:
+        with transaction.atomic(durable=True):
+            for doc in docs:
+                _write(doc, by=by, source=source, mode="check")
+            raise _RolledBack
+    except _RolledBack:
+        pass
+
+
+def import_ticket(
+    doc: ImportTicket, *, by: Actor = SYSTEM, source: str = "", checked: bool = False
+) -> TicketImported:
+    """Write one ticket, turn by turn, with its events, as a live agent would have.
+
+    Checked first (`checked=True` when the caller checked it with its file), so a refusal writes nothing;
+    then each turn commits on its own and its compaction runs after the commit.
+    """
+    if not checked:
+        check_tickets([doc], by=by, source=source)
+    return _write(doc, by=by, source=source, mode="live")
+
+
+def import_ticket_rolled_back(doc: ImportTicket, *, by: Actor = SYSTEM, source: str = "") -> TicketImported:
+    """Write one ticket, compactions included, inside the caller's transaction, which the caller rolls back
+    (the evals measure a compaction and leave nothing). The summarizer runs in that transaction: only on a
+    ticket no other session can see."""
+    return _write(doc, by=by, source=source, mode="rehearsal")
+
+
+def _write(
+    doc: ImportTicket, *, by: Actor, source: str, mode: Literal["check", "live", "rehearsal"]
+) -> TicketImported:
     prefix = f"{source}: " if source else ""
     report = TicketImported(ticket_id=doc.ticket_id)
     try:
@@ -229,18 +268,23 @@ def import_ticket(doc: ImportTicket, *, by: Actor = SYSTEM, source: str = "") ->
                     report=report,
                 )
 
+        fields: dict[str, Any] = {
+            "ticket": ticket,
+            "role": turn_doc.role,
+            "content": turn_doc.content,
+            "tool": turn_doc.tool,
+            "args": turn_doc.args,
+            "tool_call_id": turn_doc.tool_call_id,
+            "boundary": turn_doc.boundary,
+            "extra": turn_doc.model_extra or {},
+            "with_turn": apply_events,
+            "by": by,
+        }
         try:
-            received = receive_turn(
-                ticket=ticket,
-                role=turn_doc.role,
-                content=turn_doc.content,
-                tool=turn_doc.tool,
-                args=turn_doc.args,
-                tool_call_id=turn_doc.tool_call_id,
-                boundary=turn_doc.boundary,
-                extra=turn_doc.model_extra or {},
-                with_turn=apply_events,
-                by=by,
+            received: TurnReceived = (
+                receive_turn(**fields)
+                if mode == "live"
+                else rehearse_turn(**fields, compact=mode == "rehearsal")
             )
         except DeskError as exc:
             field = exc.detail.get("field")

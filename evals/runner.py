@@ -25,7 +25,7 @@ from compaction.context import summary_message
 from compaction.models import CompactionEvent, CompactionStatus
 from compaction.policy import TurnInfo, complete_prefix
 from compaction.selectors import assemble_context
-from desk.importer import ImportClass, ImportFileError, ImportTicket, import_ticket
+from desk.importer import ImportClass, ImportFileError, ImportTicket, import_ticket_rolled_back
 from evals.baseline import baseline_messages, baseline_summary, rolling_summary
 from evals.facts import CATEGORIES, FactCheck, check_baseline, check_facts, expected_facts
 from evals.tau import is_adapted, source_of
@@ -591,7 +591,7 @@ def evaluate_ticket(doc: ImportTicket, *, source: str, options: EvalOptions) -> 
             ticket_id = doc.ticket_id
             if Ticket.objects.filter(ticket_id=ticket_id).exists():  # already in the real database
                 ticket_id = f"eval~{ticket_id}"[:64]
-            imported = import_ticket(
+            imported = import_ticket_rolled_back(
                 doc.model_copy(update={"ticket_id": ticket_id, "ticket_class": ticket_class.slug}),
                 source=source,
             )

@@ -4,9 +4,8 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 
-from desk.importer import ImportFileError, import_ticket, load_file
+from desk.importer import ImportFileError, check_tickets, import_ticket, load_file
 
 
 class Command(BaseCommand):
@@ -44,15 +43,19 @@ class Command(BaseCommand):
                     done += 1
                     self.stdout.write(f"[{done}/{total}] {report.line()}")
                 continue
-            # All or nothing per file: a refusal of syntax or meaning leaves the database as it was.
+            # All or nothing per file: the whole file is checked (and rolled back) first, so a refusal of
+            # syntax or meaning leaves the database as it was; then each ticket is written turn by turn.
             try:
-                with transaction.atomic():
-                    lines = [import_ticket(doc, source=str(path)).line() for doc in docs]
+                check_tickets(docs, source=str(path))
             except ImportFileError as exc:
                 raise CommandError(
                     f"{exc} (nothing of {path} was written; {done} ticket(s) of earlier files imported)"
                 ) from None
-            for line in lines:
+            for doc in docs:
+                try:
+                    line = import_ticket(doc, source=str(path), checked=True).line()
+                except ImportFileError as exc:  # the check passed: something changed meanwhile
+                    raise CommandError(f"{exc} ({done} ticket(s) imported before it)") from None
                 done += 1
                 self.stdout.write(f"[{done}/{total}] {line}")
         if refused:
