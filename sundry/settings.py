@@ -120,8 +120,9 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-# Login throttling (django-axes): failures are counted per account and, separately, per client address;
-# at the limit that account (or address) is refused with templates/registration/locked_out.html (429)
+# Login throttling (django-axes): failures are counted per account *and* client address together, so guesses
+# at one account from one address never lock another account out (nor the account from elsewhere); at the
+# limit that account from that address is refused with templates/registration/locked_out.html (429)
 # (desk.middleware.locked_out)
 # until the cool-off has passed since the last failure.
 AUTHENTICATION_BACKENDS = [
@@ -130,7 +131,7 @@ AUTHENTICATION_BACKENDS = [
 ]
 AXES_FAILURE_LIMIT = env_int("SUNDRY_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("SUNDRY_LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_LOCKOUT_CALLABLE = "desk.middleware.locked_out"
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_RESET_ON_SUCCESS = True
@@ -222,11 +223,16 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
-# Failed API token authentications: after this many from one client address, 429 until the cool-off ends.
+# Failed API token authentications: after this many for one token prefix (a token with it exists) or, for keys
+# no token has, one client address, 429 until the cool-off ends (counted in the database: every worker agrees).
+# A valid token is never refused.
 SUNDRY_API_AUTH_FAILURE_LIMIT = env_int("SUNDRY_API_AUTH_FAILURE_LIMIT", 20)
 SUNDRY_API_AUTH_COOLOFF_SECONDS = env_int("SUNDRY_API_AUTH_COOLOFF_SECONDS", 300)
 # How many proxies in front of the desk append to X-Forwarded-For (0: use the connection's address).
 SUNDRY_TRUSTED_PROXIES = env_int("SUNDRY_TRUSTED_PROXIES", 0)
+
+# Where `load_demo` (development only) keeps the demo agent's token, so `make run` prints the same one each time.
+SUNDRY_DEMO_TOKEN_FILE = env_str("SUNDRY_DEMO_TOKEN_FILE", str(VAR_DIR / "demo-agent-token"))
 
 # Largest request body the desk accepts (the API answers 413 above it).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SUNDRY_MAX_BODY_BYTES", 256 * 1024)
