@@ -10,13 +10,18 @@ ticket is compacted exactly as it would have been live and no summarizer call ho
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any, Literal
 
+from django.conf import settings
 from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rest_framework import exceptions as drf_exceptions
 
+from desk.api.parsers import loads_strict
 from desk.turns import TurnReceived, receive_turn, rehearse_turn
 from tickets.errors import DeskError, RepeatRefused, describe_validation_error
 from tickets.identity import CatalogError, ToolCatalog, default_irreversible_tools, default_money_tools
@@ -106,30 +111,43 @@ class TicketImported:
         )
 
 
-def parse_documents(text: str, *, source: str) -> list[dict[str, Any]]:
-    """A file holds one ticket object, a list of them, or JSON Lines."""
-    stripped = text.strip()
-    if not stripped:
-        raise ImportFileError(f"{source}: the file is empty")
+def _strict(text: str, where: str) -> Any:
+    """The API's parser (duplicate keys, NaN/Infinity, numbers past 64 bits refused), errors as ImportFileError,
+    and a nesting limit, so no input ends in a traceback."""
     try:
-        data = json.loads(stripped)
-    except json.JSONDecodeError as whole_error:
-        lines = [line for line in stripped.splitlines() if line.strip()]
-        if len(lines) < 2:
-            raise ImportFileError(
-                f"{source}: not valid JSON: {whole_error.msg} at line {whole_error.lineno} column {whole_error.colno}"
-            ) from None
-        docs = []
-        for number, line in enumerate(stripped.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                docs.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ImportFileError(
-                    f"{source}: not valid JSON (nor JSON Lines): line {number}: {exc.msg} at column {exc.colno}"
-                ) from None
-        data = docs
+        data = loads_strict(text)
+    except drf_exceptions.ValidationError as exc:
+        detail = exc.detail
+        if isinstance(detail, dict):
+            field, messages = next(iter(detail.items()))
+            message = messages[0] if isinstance(messages, list) and messages else messages
+            raise ImportFileError(f"{where}: {field}: {message}") from None
+        raise ImportFileError(f"{where}: {detail}") from None
+    except drf_exceptions.ParseError as exc:
+        raise ImportFileError(f"{where}: {str(exc.detail).replace('the body is ', '')}") from None
+    deepest = _too_deep(data, settings.SUNDRY_IMPORT_MAX_DEPTH)
+    if deepest is not None:
+        raise ImportFileError(
+            f"{where}: {deepest or 'the document'} is nested deeper than {settings.SUNDRY_IMPORT_MAX_DEPTH} levels"
+        )
+    return data
+
+
+def _too_deep(data: Any, limit: int) -> str | None:
+    """The path of the first value nested deeper than `limit`, or None; iterative, whatever the depth."""
+    pending: list[tuple[str, Any, int]] = [("", data, 0)]
+    while pending:
+        path, value, depth = pending.pop()
+        if isinstance(value, dict | list) and depth >= limit:
+            return path
+        if isinstance(value, dict):
+            pending.extend((f"{path}.{key}" if path else key, item, depth + 1) for key, item in value.items())
+        elif isinstance(value, list):
+            pending.extend((f"{path}[{index}]", item, depth + 1) for index, item in enumerate(value))
+    return None
+
+
+def _objects(data: Any, source: str) -> list[dict[str, Any]]:
     documents = data if isinstance(data, list) else [data]
     for index, doc in enumerate(documents):
         if not isinstance(doc, dict):
@@ -139,28 +157,100 @@ def parse_documents(text: str, *, source: str) -> list[dict[str, Any]]:
     return documents
 
 
+def _is_one_object(line: str) -> bool:
+    """The first line of JSON Lines is a whole object by itself; the first line of a pretty-printed one is not."""
+    stripped = line.strip()
+    if not stripped.startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(stripped), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _line_documents(lines: Iterable[str], source: str) -> Iterator[dict[str, Any]]:
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        doc = _strict(line, f"{source}: line {number}")
+        if not isinstance(doc, dict):
+            raise ImportFileError(f"{source}: line {number} is a {type(doc).__name__}, not a JSON object")
+        yield doc
+
+
+def parse_documents(text: str, *, source: str) -> list[dict[str, Any]]:
+    """A file holds one ticket object, a list of them, or JSON Lines."""
+    stripped = text.strip()
+    if not stripped:
+        raise ImportFileError(f"{source}: the file is empty")
+    lines = stripped.splitlines()
+    if len(lines) > 1 and _is_one_object(lines[0]):
+        return list(_line_documents(lines, source))
+    return _objects(_strict(stripped, source), source)
+
+
+def validate_document(doc: dict[str, Any], *, source: str, index: int) -> ImportTicket:
+    label = doc.get("ticket_id") or f"#{index + 1} (no ticket_id)"
+    try:
+        return ImportTicket.model_validate(doc)
+    except ValidationError as exc:
+        raise ImportFileError(f"{source}: ticket {label}: {describe_validation_error(exc)}") from None
+
+
 def validate_documents(documents: list[dict[str, Any]], *, source: str) -> list[ImportTicket]:
-    tickets = []
-    for index, doc in enumerate(documents):
-        label = doc.get("ticket_id") or f"#{index + 1} (no ticket_id)"
-        try:
-            tickets.append(ImportTicket.model_validate(doc))
-        except ValidationError as exc:
-            raise ImportFileError(f"{source}: ticket {label}: {describe_validation_error(exc)}") from None
+    return list(
+        _unique((validate_document(d, source=source, index=i) for i, d in enumerate(documents)), source)
+    )
+
+
+def _unique(tickets: Iterable[ImportTicket], source: str) -> Iterator[ImportTicket]:
     seen: set[str] = set()
     for ticket in tickets:
         if ticket.ticket_id in seen:
             raise ImportFileError(f"{source}: ticket {ticket.ticket_id}: appears twice in the file")
         seen.add(ticket.ticket_id)
-    return tickets
+        yield ticket
+
+
+def iter_tickets(path: Path) -> Iterator[ImportTicket]:
+    """The file's tickets one at a time: JSON Lines are read and validated line by line (memory holds one
+    ticket, not the file); a single object or a list is read whole, under the size limit."""
+    source = str(path)
+    limit = settings.SUNDRY_IMPORT_MAX_BYTES
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise ImportFileError(f"{source}: cannot read: {exc}") from None
+    if size > limit:
+        raise ImportFileError(
+            f"{source}: the file is {size} bytes, over the {limit}-byte limit (SUNDRY_IMPORT_MAX_BYTES); "
+            "split it into several files"
+        )
+    try:
+        with path.open(encoding="utf-8") as handle:
+            first = ""
+            for first in handle:
+                if first.strip():
+                    break
+            if not first.strip():
+                raise ImportFileError(f"{source}: the file is empty")
+            second = handle.readline()
+            while second and not second.strip():
+                second = handle.readline()
+            if second and _is_one_object(first):
+                lines = chain([first, second], handle)
+                docs: Iterable[dict[str, Any]] = _line_documents(lines, source)
+            else:
+                docs = _objects(_strict(first + second + handle.read(), source), source)
+            yield from _unique(
+                (validate_document(doc, source=source, index=i) for i, doc in enumerate(docs)), source
+            )
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportFileError(f"{source}: cannot read: {exc}") from None
 
 
 def load_file(path: Path) -> list[ImportTicket]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ImportFileError(f"{path}: cannot read: {exc}") from None
-    return validate_documents(parse_documents(text, source=str(path)), source=str(path))
+    return list(iter_tickets(path))
 
 
 def resolve_class(spec: str | ImportClass) -> TicketClass:
@@ -202,7 +292,7 @@ class _RolledBack(Exception):
     pass
 
 
-def check_tickets(docs: list[ImportTicket], *, by: Actor = SYSTEM, source: str = "") -> None:
+def check_tickets(docs: Iterable[ImportTicket], *, by: Actor = SYSTEM, source: str = "") -> None:
     """Write `docs` in one transaction that is rolled back, compaction skipped: ImportFileError at the first
     refusal, and the database as it was either way."""
     try:

@@ -231,6 +231,10 @@ SUNDRY_API_AUTH_COOLOFF_SECONDS = env_int("SUNDRY_API_AUTH_COOLOFF_SECONDS", 300
 # How many proxies in front of the desk append to X-Forwarded-For (0: use the connection's address).
 SUNDRY_TRUSTED_PROXIES = env_int("SUNDRY_TRUSTED_PROXIES", 0)
 
+# The importer's limits: a larger file, or a document nested deeper, is refused with a clear error.
+SUNDRY_IMPORT_MAX_BYTES = env_int("SUNDRY_IMPORT_MAX_BYTES", 64 * 1024 * 1024)
+SUNDRY_IMPORT_MAX_DEPTH = env_int("SUNDRY_IMPORT_MAX_DEPTH", 32)
+
 # Where `load_demo` (development only) keeps the demo agent's token, so `make run` prints the same one each time.
 SUNDRY_DEMO_TOKEN_FILE = env_str("SUNDRY_DEMO_TOKEN_FILE", str(VAR_DIR / "demo-agent-token"))
 
