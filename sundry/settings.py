@@ -72,10 +72,12 @@ SECRET_KEY = env_str("SECRET_KEY")
 if PRODUCTION:
     if not SECRET_KEY:
         raise ImproperlyConfigured("SUNDRY_ENV=production needs SECRET_KEY")
-    if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
+    # Django's own deploy check wants 50 characters and 5 distinct ones (so `abcde` x 10 passes it); the desk
+    # wants 12 distinct, and never the key `startproject` generated (its `django-insecure-` prefix).
+    if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 12 or SECRET_KEY.startswith("django-insecure-"):
         raise ImproperlyConfigured(
-            "SUNDRY_ENV=production needs a SECRET_KEY of at least 50 characters (5 or more distinct), e.g. "
-            "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+            "SUNDRY_ENV=production needs a SECRET_KEY of at least 50 characters (12 or more distinct, not "
+            "Django's generated django-insecure- key), e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
         )
     if DEBUG:
         raise ImproperlyConfigured("SUNDRY_ENV=production refuses to start with DEBUG on")
@@ -83,6 +85,8 @@ elif not SECRET_KEY:
     SECRET_KEY = "sundry-development-only-key-not-for-production"
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "testserver"])
+if PRODUCTION and "*" in ALLOWED_HOSTS:
+    raise ImproperlyConfigured("SUNDRY_ENV=production refuses ALLOWED_HOSTS='*': name the desk's host names")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
