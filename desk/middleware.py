@@ -1,4 +1,5 @@
-"""Last-resort answers for the API: JSON when the database is unreachable (503) or a bug escapes (500)."""
+"""Last-resort answers for the API: JSON when the database is unreachable (503), a bug escapes (500), the request
+is malformed or its Host is not ours (400), or nothing is there (404), whatever Django produced them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.views.defaults import bad_request as django_bad_request
+from django.views.defaults import page_not_found as django_page_not_found
 from django.views.defaults import server_error as django_server_error
 
 logger = logging.getLogger(__name__)
@@ -20,7 +23,8 @@ DATABASE_RETRY_AFTER_SECONDS = 5
 
 
 def is_api(request: HttpRequest) -> bool:
-    return request.path.startswith(API_PREFIX)
+    """Under /api/, however many slashes lead (`//api/v1/...` is the API's too)."""
+    return ("/" + request.path.lstrip("/")).startswith(API_PREFIX)
 
 
 def database_unavailable() -> JsonResponse:
@@ -36,12 +40,22 @@ def database_unavailable() -> JsonResponse:
 
 
 class ApiErrorsMiddleware:
-    """An API request whose database is down is answered 503 in JSON, not Django's HTML 500 page."""
+    """An API request whose database is down is answered 503 in JSON, not Django's HTML 500 page; a chunked
+    body is refused with 411 (never read as empty)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if is_api(request) and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            # Behind a WSGI server a chunked body has no CONTENT_LENGTH and reads as empty: refuse it instead.
+            return JsonResponse(
+                {
+                    "error": "length_required",
+                    "message": "send the body with a Content-Length; chunked request bodies are not accepted",
+                },
+                status=411,
+            )
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
@@ -62,6 +76,31 @@ def server_error(request: HttpRequest, template_name: str = "500.html") -> HttpR
             status=500,
         )
     return django_server_error(request, template_name)
+
+
+def bad_request(request: HttpRequest, exception: Exception, template_name: str = "400.html") -> HttpResponse:
+    """handler400 (a Host not in ALLOWED_HOSTS, a malformed request): JSON under /api/, Django's page elsewhere."""
+    if is_api(request):
+        return JsonResponse(
+            {
+                "error": "bad_request",
+                "message": "the request is malformed or names a host this desk does not serve",
+            },
+            status=400,
+        )
+    return django_bad_request(request, exception, template_name)
+
+
+def page_not_found(
+    request: HttpRequest, exception: Exception, template_name: str = "404.html"
+) -> HttpResponse:
+    """handler404: JSON under /api/ (`//api/...` included), Django's page elsewhere."""
+    if is_api(request):
+        return JsonResponse(
+            {"error": "not_found", "message": f"nothing at {request.path[:200]}; the API is under /api/v1/"},
+            status=404,
+        )
+    return django_page_not_found(request, exception, template_name)
 
 
 def client_address(request: HttpRequest) -> str | None:

@@ -15,3 +15,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
 ]
 
 handler500 = "desk.middleware.server_error"
+handler400 = "desk.middleware.bad_request"
+handler404 = "desk.middleware.page_not_found"
