@@ -16,10 +16,11 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from compaction.models import CompactionEvent, CompactionStatus
+from compaction.models import CompactionEvent
+from core.tokens import REPLY_PRIMING_TOKENS, count_turn
+from core.vocabulary import CompactionStatus
 from tickets.accounts import authenticate_agent_token
 from tickets.models import IdempotencyRecord, PinnedState, Ticket, Turn
-from tickets.tokens import REPLY_PRIMING_TOKENS, count_turn
 
 DENIED = JsonResponse({"error": "not_authenticated"}, status=401)
 

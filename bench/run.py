@@ -35,16 +35,17 @@ from django.test.utils import CaptureQueriesContext, override_settings
 from bench import figures
 from bench.load import Client as HTTPClient
 from bench.load import Plan, have_wrk, run_load
-from compaction.context import summary_message
-from compaction.models import CompactionEvent, CompactionStatus
+from compaction.models import CompactionEvent
 from compaction.selectors import context_figures
+from core.context import summary_message
+from core.tokens import STATE_PREFIX, compact_json, count_message, count_text, get_encoding, state_message
+from core.vocabulary import CompactionStatus
 from desk.demo import reference_ticket_path
 from desk.importer import ImportTicket, import_ticket
 from tickets.accounts import ROLES, create_agent, create_person
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
 from tickets.services.lifecycle import open_ticket
-from tickets.tokens import STATE_PREFIX, compact_json, count_message, count_text, get_encoding, state_message
 
 Log = Callable[[str], None]
 

@@ -27,12 +27,12 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from tickets.identity import SEPARATOR as IDENTITY_SEPARATOR
-from tickets.identity import normalize_name as identity_name
+from core.identity import SEPARATOR as IDENTITY_SEPARATOR
+from core.identity import normalize_name as identity_name
 
 # --- names -------------------------------------------------------------------------------------------
 
@@ -278,15 +278,6 @@ def amounts_in(text: str) -> tuple[Amounts, str]:
     return Amounts(frozenset(stated), frozenset(bare)), prepared
 
 
-def amount_spellings(amount_cents: int) -> set[str]:
-    """How an amount may be written without a unit: 4000, 40, 40.00."""
-    dollars, cents = divmod(amount_cents, 100)
-    spellings = {str(amount_cents), f"{dollars}.{cents:02d}"}
-    if cents == 0:
-        spellings.add(str(dollars))
-    return spellings
-
-
 # --- clauses -----------------------------------------------------------------------------------------
 
 
@@ -481,13 +472,47 @@ class Match:
     covered: bool
     why: str = ""
     score: int = 0  # how close a miss came; the closest miss gives the reason
+    entry: int | None = None  # the index of the entry that covered it
+
+
+# An entry that is an id reference ("C1", "A1, A2", "Q1 and Q2"), or one that opens with one
+# ("C1: no flights before 11am"). Pinned ids are a capital letter of the state's lists and a number.
+_ID = r"[ACQD]\d+"
+_ONLY_IDS = re.compile(rf"\s*\[?\(?{_ID}\)?(?:\s*(?:,|;|/|&|\band\b)?\s*\(?{_ID}\)?)*\]?\s*\.?\s*")
+_LEADING_ID = re.compile(rf"\s*\[?\(?(?P<id>{_ID})\)?\]?\s*(?::|-|\u2013|\u2014|\))\s*\S")
+
+
+def id_references(entry: str) -> frozenset[str] | None:
+    """The pinned ids an entry refers to when it is an id reference (or opens with one), else None.
+
+    Resolved before any number or text matching: the digit in `C1` is not a number of the item, and an
+    entry that is an id covers that item and nothing else.
+    """
+    if _ONLY_IDS.fullmatch(entry):
+        return frozenset(re.findall(_ID, entry))
+    leading = _LEADING_ID.match(entry)
+    if leading:
+        return frozenset({leading.group("id")})
+    return None
+
+
+def _matches(item_id: str | None, entries: Iterable[str], match: Callable[[str], Match]) -> Iterable[Match]:
+    """Each entry's match, an id reference resolved first: it covers its item and nothing else."""
+    for entry in entries:
+        refs = id_references(entry)
+        if refs is None:
+            yield match(entry)
+        elif item_id and item_id in refs:
+            yield Match(True, "named by its id", 10)
+        else:
+            yield Match(False, "the entry refers to another item by its id", 0)
 
 
 def _best(matches: Iterable[Match], nothing: str) -> Match:
     best: Match | None = None
-    for match in matches:
+    for index, match in enumerate(matches):
         if match.covered:
-            return match
+            return replace(match, entry=index)
         if best is None or match.score > best.score:
             best = match
     return best or Match(False, nothing)
@@ -705,7 +730,10 @@ def action_covered(action: dict[str, Any], entries: Iterable[str]) -> bool:
 
 
 def action_match(action: dict[str, Any], entries: Iterable[str]) -> Match:
-    return _best((_action_match(action, e) for e in entries), "the summary lists no actions")
+    return _best(
+        _matches(action.get("id"), entries, lambda e: _action_match(action, e)),
+        "the summary lists no actions",
+    )
 
 
 TextKind = Literal["customer_constraints", "open_questions", "decisions"]
@@ -810,7 +838,7 @@ def text_match(
     item_id: str | None = None,
 ) -> Match:
     return _best(
-        (_text_match(text, e, kind=kind, share=share, item_id=item_id) for e in entries),
+        _matches(item_id, entries, lambda e: _text_match(text, e, kind=kind, share=share, item_id=item_id)),
         f"the summary's {kind} list is empty",
     )
 
@@ -846,16 +874,23 @@ def action_label(action: dict[str, Any]) -> str:
     )
 
 
+def _covering(field: str, entries: list[str], match: Match) -> dict[str, Any]:
+    """Which summary entry covered the item: its field, its index there and its text."""
+    assert match.entry is not None
+    return {"field": field, "index": match.entry, "text": entries[match.entry]}
+
+
 def check_coverage(pinned_state: dict[str, Any], summary: dict[str, Any]) -> CoverageReport:
     """Each action (tool, item, amount), constraint, open question and decision of the state, found or
-    missing; each missing one says why."""
+    missing; each covered one names the summary entry that covered it (`by`), each missing one says why."""
     covered: list[dict[str, Any]] = []
     missing: list[dict[str, Any]] = []
     for action in pinned_state.get("actions_taken") or []:
         ref = _ref("actions_taken", action, action_label(action))
-        match = action_match(action, summary.get("actions_taken") or [])
+        entries = [str(e) for e in summary.get("actions_taken") or []]
+        match = action_match(action, entries)
         if match.covered:
-            covered.append(ref)
+            covered.append({**ref, "by": _covering("actions_taken", entries, match)})
         else:
             missing.append({**ref, "why": match.why})
     kinds: tuple[TextKind, ...] = ("customer_constraints", "open_questions", "decisions")
@@ -863,9 +898,10 @@ def check_coverage(pinned_state: dict[str, Any], summary: dict[str, Any]) -> Cov
         for entry in pinned_state.get(kind) or []:
             text = str(entry.get("text", ""))
             ref = _ref(kind, entry, text)
-            match = text_match(text, summary.get(kind) or [], kind=kind, item_id=entry.get("id"))
+            entries = [str(e) for e in summary.get(kind) or []]
+            match = text_match(text, entries, kind=kind, item_id=entry.get("id"))
             if match.covered:
-                covered.append(ref)
+                covered.append({**ref, "by": _covering(kind, entries, match)})
             else:
                 missing.append({**ref, "why": match.why})
     return CoverageReport(covered=covered, missing=missing)

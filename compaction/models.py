@@ -7,23 +7,8 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
+from core.vocabulary import CompactionStatus, choices
 from tickets.models import Ticket
-
-
-class CompactionStatus(models.TextChoices):
-    PENDING = "pending", "Pending (queued)"
-    RUNNING = "running", "Running"
-    APPLIED = "applied", "Applied"
-    FORCED = "forced", "Forced (hard ceiling)"
-    FAILED = "failed", "Failed"
-    DEFERRED = "deferred", "Deferred"
-    OVER_BUDGET = "over_budget", "Over budget, no safe cut"
-    SUPERSEDED = "superseded", "Superseded"
-
-    @classmethod
-    def replacing(cls) -> tuple[str, ...]:
-        """The statuses whose summary replaced turns: the active summary is the newest of these."""
-        return (cls.APPLIED, cls.FORCED)
 
 
 class CompactionEventQuerySet(models.QuerySet["CompactionEvent"]):
@@ -58,7 +43,7 @@ class CompactionEvent(models.Model):
         blank=True,
         help_text="The newest turn the compaction may replace up to: later boundaries join a pending one.",
     )
-    status = models.CharField(max_length=20, choices=CompactionStatus.choices)
+    status = models.CharField(max_length=20, choices=choices(CompactionStatus))
     reason = models.TextField(blank=True, help_text="Why it was forced, failed, superseded or over budget.")
     first_replaced_turn = models.PositiveIntegerField(null=True, blank=True)
     last_replaced_turn = models.PositiveIntegerField(null=True, blank=True)

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from compaction.models import CompactionEvent, CompactionReview, CompactionStatus, ReviewVerdict
-from tickets.errors import InvalidInput
+from compaction.models import CompactionEvent, CompactionReview, ReviewVerdict
+from core.errors import InvalidInput
+from core.vocabulary import CompactionStatus
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -13,12 +13,13 @@ from typing import Any, Protocol
 from django.db.models import JSONField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import JSONObject
 
-from compaction.context import AssembledContext, TokenBreakdown, TurnView
-from compaction.models import CompactionEvent, CompactionStatus
+from compaction.models import CompactionEvent
+from core.context import AssembledContext, TokenBreakdown, TurnView
+from core.state import StateItems, agent_state, model_state, replay_changes
+from core.tokens import REPLY_PRIMING_TOKENS
+from core.vocabulary import CompactionStatus
 from tickets.compiled_reads import CompiledRead
 from tickets.models import PinnedState, StateChange, Ticket, Turn
-from tickets.state import StateItems, agent_state, model_state, replay_changes
-from tickets.tokens import REPLY_PRIMING_TOKENS
 
 
 @dataclass(frozen=True)

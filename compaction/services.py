@@ -25,17 +25,18 @@ from django.db.models import Max, Q, Sum
 from django.utils import timezone
 from pydantic import ValidationError
 
-from compaction.context import summary_message
 from compaction.coverage import check_coverage
-from compaction.models import CompactionEvent, CompactionStatus, ContextSnapshot
-from compaction.policy import TurnInfo, at_boundary, complete_prefix, is_due, plan_cut
+from compaction.models import CompactionEvent, ContextSnapshot
 from compaction.selectors import active_compaction, assemble_context, pending_compaction
 from compaction.summarizers import SummarizerError, SummaryRequest, get_summarizer
-from compaction.summary import Summary
+from core.context import summary_message
+from core.policy import TurnInfo, at_boundary, complete_prefix, is_due, plan_cut
+from core.summary import Summary
+from core.tokens import RequestSize, count_message
+from core.vocabulary import CompactionStatus, TurnOutcome
 from tickets.errors import describe_validation_error
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
 from tickets.services.context_size import set_context_tokens
-from tickets.tokens import REPLY_PRIMING_TOKENS, compaction_floor, count_message
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +66,10 @@ def abandoned(event: CompactionEvent) -> bool:
 class PolicyOutcome:
     """What the policy did with a turn: the status the turn answer reports, and the event behind it.
 
-    Statuses: not_due, deferred, queued (a worker will run it), applied, forced, failed, over_budget,
-    superseded.
+    Statuses: `TurnOutcome` (queued: a worker will run it).
     """
 
-    status: str
+    status: TurnOutcome
     event: CompactionEvent | None = None
     reason: str = ""
     # The system prompt and pinned state alone reach the threshold: compacting turns cannot help.
@@ -207,7 +207,7 @@ def _state_over_threshold(ticket: Ticket, *, over_budget: bool) -> str:
     framing) already reach the threshold, and either the request is within the budget or they exceed that too."""
     ticket_class = ticket.ticket_class
     state_tokens = PinnedState.objects.filter(ticket=ticket).values_list("tokens", flat=True).first() or 0
-    floor = compaction_floor(system_prompt_tokens=ticket.system_prompt_tokens, state_tokens=state_tokens)
+    floor = RequestSize(system=ticket.system_prompt_tokens, state=state_tokens).floor
     if floor < ticket_class.threshold_tokens or (over_budget and floor < ticket_class.token_budget):
         return ""
     return (
@@ -227,11 +227,11 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
     current = ticket.context_tokens
     ticket_class = ticket.ticket_class
     if not is_due(current, ticket_class.threshold_tokens):
-        return Decision(PolicyOutcome(status="not_due"))
+        return Decision(PolicyOutcome(status=TurnOutcome.NOT_DUE))
     over_budget = current > ticket_class.token_budget
     futile = _state_over_threshold(ticket, over_budget=over_budget)
     if futile:
-        return Decision(PolicyOutcome(status="not_due", reason=futile, state_over_threshold=True))
+        return Decision(PolicyOutcome(status=TurnOutcome.NOT_DUE, reason=futile, state_over_threshold=True))
     queued = CompactionEvent.objects.filter(ticket=ticket, status=CompactionStatus.PENDING).first()
     running = None if queued else pending_compaction(ticket)
     window = _window(ticket, _first_active_turn(ticket))
@@ -243,22 +243,28 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
             queued.upto_turn = turn.number
             queued.save(update_fields=["upto_turn"])
         # Past the budget, the hard ceiling holds whatever the backend: run it now rather than wait for the worker.
-        return Decision(PolicyOutcome(status="queued", event=queued), claimed=queued, run_now=over_budget)
+        return Decision(
+            PolicyOutcome(status=TurnOutcome.QUEUED, event=queued), claimed=queued, run_now=over_budget
+        )
     if running is not None and abandoned(running) and (boundary or over_budget):
         # Its run is gone (the lease expired): this boundary retakes it, inline or queued again for a worker.
-        return Decision(PolicyOutcome(status="queued", event=running), claimed=running, run_now=over_budget)
+        return Decision(
+            PolicyOutcome(status=TurnOutcome.QUEUED, event=running), claimed=running, run_now=over_budget
+        )
     if running is not None and not over_budget:
         # A run is under way; it will bring the request down. Boundaries after it claim anew once it is done.
-        return Decision(PolicyOutcome(status="queued", event=running))
+        return Decision(PolicyOutcome(status=TurnOutcome.QUEUED, event=running))
 
     if boundary:
         wait = "" if over_budget else _backing_off(ticket, turn)
         if wait:
-            return Decision(PolicyOutcome(status="deferred", reason=wait))
+            return Decision(PolicyOutcome(status=TurnOutcome.DEFERRED, reason=wait))
         claimed = _claim(ticket=ticket, turn=turn, total=current)
         if claimed is None:
-            return Decision(PolicyOutcome(status="not_due"))
-        return Decision(PolicyOutcome(status="queued", event=claimed), claimed=claimed, run_now=over_budget)
+            return Decision(PolicyOutcome(status=TurnOutcome.NOT_DUE))
+        return Decision(
+            PolicyOutcome(status=TurnOutcome.QUEUED, event=claimed), claimed=claimed, run_now=over_budget
+        )
 
     if over_budget:
         if complete_prefix(window) == 0:
@@ -269,12 +275,14 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
             event = _record_once(
                 ticket=ticket, turn=turn, status=CompactionStatus.OVER_BUDGET, total=current, reason=reason
             )
-            return Decision(PolicyOutcome(status="over_budget", event=event, reason=reason))
+            return Decision(PolicyOutcome(status=TurnOutcome.OVER_BUDGET, event=event, reason=reason))
         reason = f"hard ceiling: {current} tokens exceed the {ticket_class.token_budget}-token budget before a boundary"
         claimed = _claim(ticket=ticket, turn=turn, total=current, reason=reason)
         if claimed is None:
-            return Decision(PolicyOutcome(status="not_due"))
-        return Decision(PolicyOutcome(status="queued", event=claimed), claimed=claimed, run_now=True)
+            return Decision(PolicyOutcome(status=TurnOutcome.NOT_DUE))
+        return Decision(
+            PolicyOutcome(status=TurnOutcome.QUEUED, event=claimed), claimed=claimed, run_now=True
+        )
 
     event = _record_once(
         ticket=ticket,
@@ -283,7 +291,7 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
         total=current,
         reason="due mid-decision: a tool exchange is unfinished or the turn completes no step",
     )
-    return Decision(PolicyOutcome(status="deferred", event=event))
+    return Decision(PolicyOutcome(status=TurnOutcome.DEFERRED, event=event))
 
 
 def summarizer_cost(ticket_class: TicketClass, input_tokens: int, output_tokens: int) -> Decimal:
@@ -398,9 +406,9 @@ def _run(event: CompactionEvent, deadline_seconds: float) -> CompactionEvent:
     later_tokens = sum(t.tokens for t in context.turns if t.number > upto)
     forced = not at_boundary(window)
     summary_estimate = max(SUMMARY_ESTIMATE_TOKENS, context.tokens.summary)
-    other = (
-        context.tokens.system + context.tokens.state + summary_estimate + REPLY_PRIMING_TOKENS + later_tokens
-    )
+    other = RequestSize(
+        system=context.tokens.system, state=context.tokens.state, summary=summary_estimate, turns=later_tokens
+    ).total
     plan = plan_cut(
         window,
         keep_recent_tokens=ticket_class.effective_keep_recent_tokens,
@@ -498,13 +506,12 @@ def _run(event: CompactionEvent, deadline_seconds: float) -> CompactionEvent:
             or 0
         )
         before = locked.context_tokens
-        after = (
-            locked.system_prompt_tokens
-            + locked.pinned_state.tokens
-            + event.summary_tokens
-            + kept_tokens
-            + REPLY_PRIMING_TOKENS
-        )
+        after = RequestSize(
+            system=locked.system_prompt_tokens,
+            state=locked.pinned_state.tokens,
+            summary=event.summary_tokens,
+            turns=kept_tokens,
+        ).total
         if after >= before:
             event.first_replaced_turn = event.last_replaced_turn = None
             return _finish(

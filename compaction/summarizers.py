@@ -17,14 +17,15 @@ import httpx2 as httpx  # the HTTP client of the pinned openai client (its fork 
 import openai  # at import, not in the first call: loading it takes seconds, inside no compaction's deadline
 from django.conf import settings
 
-from compaction.summary import (
+from core.summary import (
     SUMMARIZER_INSTRUCTIONS,
     SUMMARY_FIELDS,
     SUMMARY_JSON_SCHEMA,
     Summary,
     summary_user_prompt,
 )
-from tickets.tokens import count_message
+from core.tokens import count_message
+from core.vocabulary import TurnRole
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,11 @@ class ExtractiveSummarizer:
         previous = (request.previous_summary or {}).get("narrative", "")
         for message in request.turns:
             role = message["role"]
-            if role == "customer":
+            if role == TurnRole.CUSTOMER:
                 lines.append(f"Customer (turn {message['turn']}): {_first_sentence(message['content'])}")
-            elif role == "agent":
+            elif role == TurnRole.AGENT:
                 lines.append(f"Agent (turn {message['turn']}): {_first_sentence(message['content'])}")
-            elif role == "tool_call":
+            elif role == TurnRole.TOOL_CALL:
                 lines.append(f"Agent called {message.get('tool') or 'a tool'} (turn {message['turn']}).")
         narrative = " ".join(lines)
         if previous:

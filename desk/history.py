@@ -13,17 +13,9 @@ from typing import Any
 from django.db.models import CharField, F, QuerySet, Value
 
 from compaction.models import CompactionEvent
-from tickets.models import (
-    ActorKind,
-    PinnedState,
-    RefusedAttempt,
-    StateChange,
-    StateOp,
-    Ticket,
-    TicketStatusChange,
-    Turn,
-)
-from tickets.state import agent_item
+from core.state import agent_item
+from core.vocabulary import ActorKind, StateOp, values
+from tickets.models import PinnedState, RefusedAttempt, StateChange, Ticket, TicketStatusChange, Turn
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -116,7 +108,7 @@ def _state_change(change: StateChange) -> dict[str, Any]:
         "subject_id": change.subject_id or None,
         "reason": change.reason,
     }
-    label = StateOp(change.op).label if change.op in StateOp.values else change.op
+    label = StateOp(change.op).label if change.op in values(StateOp) else change.op
     if change.op in ACTION_EVENTS:
         kind = "action"
         action = _changed_action(change)

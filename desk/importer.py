@@ -14,32 +14,42 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from django.db import transaction
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from rest_framework import exceptions as drf_exceptions
 
+from core.errors import DeskError
+from core.identity import CatalogError, ToolCatalog, default_irreversible_tools, default_money_tools
+from core.vocabulary import IMPORT_EVENT_OPS, THREAD_ROLES, StateOp, SummarizerBackend, TurnOutcome, TurnRole
 from desk.api.parsers import loads_strict
 from desk.turns import TurnReceived, receive_turn, rehearse_turn
-from tickets.errors import DeskError, RepeatRefused, describe_validation_error
-from tickets.identity import CatalogError, ToolCatalog, default_irreversible_tools, default_money_tools
-from tickets.models import SummarizerBackend, TicketClass, Turn
+from tickets.errors import RepeatRefused, describe_validation_error
+from tickets.models import TicketClass, Turn
 from tickets.services.actions import record_action
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.lifecycle import open_ticket
 from tickets.services.state_changes import change_state
 
-FORMAT = "sundry-ticket/1"
+
+def _import_event_op(op: StateOp) -> StateOp:
+    if op not in IMPORT_EVENT_OPS:
+        raise ValueError(f"an imported event is one of {', '.join(IMPORT_EVENT_OPS)}")
+    return op
+
+
+def _thread_role(role: TurnRole) -> TurnRole:
+    if role not in THREAD_ROLES:
+        raise ValueError(f"a turn's role is one of {', '.join(THREAD_ROLES)}")
+    return role
 
 
 class ImportEvent(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    type: Literal[
-        "action_taken", "constraint_stated", "question_opened", "question_resolved", "decision_made"
-    ]
+    type: Annotated[StateOp, AfterValidator(_import_event_op)]
     text: str | None = None
     tool: str | None = None
     item: str = ""
@@ -56,7 +66,7 @@ class ImportEvent(BaseModel):
 class ImportTurn(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    role: Literal["customer", "agent", "tool_call", "tool_result"]
+    role: Annotated[TurnRole, AfterValidator(_thread_role)]
     content: str = ""
     tool: str = ""
     args: dict[str, Any] | None = None
@@ -381,7 +391,7 @@ def _write(
             raise ImportFileError(f"{where}{'.' + field if field else ''}: {exc.message}") from None
         report.turns += 1
         outcome = received.compaction
-        if outcome.status != "not_due":
+        if outcome.status != TurnOutcome.NOT_DUE:
             # A deferral stays open over several turns: count events, not the turns that saw them.
             key = (outcome.status, outcome.event.number if outcome.event else -received.turn.number)
             if key not in counted:
@@ -402,7 +412,7 @@ def _apply_event(
 ) -> None:
     at_turn = event.at_turn or turn_number
     try:
-        if event.type == "action_taken":
+        if event.type == StateOp.ACTION_TAKEN:
             if not event.tool:
                 raise ImportFileError(f"{where}.tool: an action_taken event needs its tool")
             try:

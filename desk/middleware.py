@@ -1,5 +1,6 @@
-"""Last-resort answers for the API: JSON when the database is unreachable (503), a bug escapes (500), the request
-is malformed or its Host is not ours (400), or nothing is there (404), whatever Django produced them."""
+"""Last-resort answers: for the API, JSON when the database is unreachable (503), a bug escapes (500), the request
+is malformed or its Host is not ours (400), or nothing is there (404), whatever Django produced them; for the
+pages, the desk's own 404 page (in development too)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.defaults import bad_request as django_bad_request
-from django.views.defaults import page_not_found as django_page_not_found
 from django.views.defaults import server_error as django_server_error
 
 logger = logging.getLogger(__name__)
@@ -65,6 +65,43 @@ class ApiErrorsMiddleware:
         return None
 
 
+class PageNotFoundMiddleware:
+    """A page's 404 (an unknown ticket, a compaction it does not have) is answered with the desk's own
+    page: what was asked, a search box and the way back to the queue. Django's debug page would show
+    the URL patterns instead, and only in development; the API keeps its JSON answers."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if is_api(request) or not isinstance(exception, Http404):
+            return None
+        return page_not_found(request, exception)
+
+
+def page_not_found(
+    request: HttpRequest, exception: Exception | None = None, template_name: str = "404.html"
+) -> HttpResponse:
+    """handler404 and the pages' 404: JSON under /api/ (`//api/...` included); elsewhere the desk's page, with
+    the ticket asked for when there was one."""
+    if is_api(request):
+        return JsonResponse(
+            {"error": "not_found", "message": f"nothing at {request.path[:200]}; the API is under /api/v1/"},
+            status=404,
+        )
+    kwargs = request.resolver_match.kwargs if request.resolver_match else {}
+    asked = str(kwargs.get("ticket_id", ""))[:64]
+    return render(
+        request,
+        template_name,
+        {"asked_ticket": asked, "asked_path": request.path[:300], "compaction": kwargs.get("number")},
+        status=404,
+    )
+
+
 def server_error(request: HttpRequest, template_name: str = "500.html") -> HttpResponse:
     """handler500: JSON under /api/, Django's page elsewhere. Django has logged the exception already."""
     if is_api(request):
@@ -89,18 +126,6 @@ def bad_request(request: HttpRequest, exception: Exception, template_name: str =
             status=400,
         )
     return django_bad_request(request, exception, template_name)
-
-
-def page_not_found(
-    request: HttpRequest, exception: Exception, template_name: str = "404.html"
-) -> HttpResponse:
-    """handler404: JSON under /api/ (`//api/...` included), Django's page elsewhere."""
-    if is_api(request):
-        return JsonResponse(
-            {"error": "not_found", "message": f"nothing at {request.path[:200]}; the API is under /api/v1/"},
-            status=404,
-        )
-    return django_page_not_found(request, exception, template_name)
 
 
 def client_address(request: HttpRequest) -> str | None:

@@ -24,6 +24,7 @@ from django.tasks.backends.immediate import ImmediateBackend
 from compaction.models import CompactionEvent
 from compaction.services import PolicyOutcome, decide
 from compaction.tasks import compact_ticket_task
+from core.vocabulary import TurnOutcome
 from tickets.models import Ticket, Turn
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.turns import append_turn
@@ -167,7 +168,7 @@ def _receive(
         if with_turn is not None:
             with_turn(appended.turn)
         if not compact:
-            return _received(ticket, appended.turn, PolicyOutcome(status="not_due"))
+            return _received(ticket, appended.turn, PolicyOutcome(status=TurnOutcome.NOT_DUE))
         decision = decide(ticket=ticket, turn=appended.turn)
         # A rehearsal runs its compactions in its own transaction: a worker would never see the claim.
         inline = compaction_runs_inline() or not durable
@@ -182,7 +183,7 @@ def _receive(
         else:
             compact_ticket_task.call(event_pk=decision.claimed.pk)
         event = CompactionEvent.objects.get(pk=decision.claimed.pk)
-        outcome = PolicyOutcome(status=event.status, event=event)
+        outcome = PolicyOutcome(status=TurnOutcome.of_event(event.status), event=event)
         ticket.context_tokens = Ticket.objects.values_list("context_tokens", flat=True).get(pk=ticket.pk)
     return _received(ticket, appended.turn, outcome)
 
@@ -201,7 +202,11 @@ def _received(ticket: Ticket, turn: Turn, outcome: PolicyOutcome) -> TurnReceive
 def _replayed(ticket: Ticket, turn: Turn) -> TurnReceived:
     """The answer to a retried turn: the turn first stored, the figures it had, the compaction it caused."""
     event = CompactionEvent.objects.filter(ticket=ticket, at_turn=turn.number).first()
-    outcome = PolicyOutcome(status=event.status, event=event) if event else PolicyOutcome(status="not_due")
+    outcome = (
+        PolicyOutcome(status=TurnOutcome.of_event(event.status), event=event)
+        if event
+        else PolicyOutcome(status=TurnOutcome.NOT_DUE)
+    )
     return TurnReceived(
         turn=turn,
         context_tokens=turn.context_tokens,

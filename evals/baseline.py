@@ -17,8 +17,9 @@ import json
 import re
 from typing import Any
 
-from compaction.context import SUMMARY_PREFIX, summary_message
-from tickets.tokens import STATE_PREFIX
+from core.context import SUMMARY_PREFIX, summary_message
+from core.tokens import STATE_PREFIX
+from core.vocabulary import TurnRole
 
 SENTENCE = re.compile(r"(.+?[.!?])(\s|$)", re.S)
 RESULT_CHARS = 120
@@ -38,16 +39,16 @@ def turn_line(turn: dict[str, Any]) -> str:
     role = turn.get("role", "")
     number = turn.get("number")
     content = str(turn.get("content") or "")
-    if role == "customer":
+    if role == TurnRole.CUSTOMER:
         return f"Customer (turn {number}): {first_sentence(content)}"
-    if role == "agent":
+    if role == TurnRole.AGENT:
         return f"Agent (turn {number}): {first_sentence(content)}"
-    if role == "tool_call":
+    if role == TurnRole.TOOL_CALL:
         args = json.dumps(turn.get("args") or {}, sort_keys=True, ensure_ascii=False)
         if len(args) > ARGS_CHARS:
             args = args[: ARGS_CHARS - 1] + "…"
         return f"Agent called {turn.get('tool') or 'a tool'}({args}) (turn {number})."
-    if role == "tool_result":
+    if role == TurnRole.TOOL_RESULT:
         shown = " ".join(content.split())[:RESULT_CHARS] or "(empty)"
         return f"{turn.get('tool') or 'The tool'} returned: {shown}"
     return ""

@@ -21,10 +21,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from compaction.context import SUMMARY_PREFIX
 from compaction.coverage import action_covered, text_covered
+from core.context import SUMMARY_PREFIX
+from core.tokens import STATE_PREFIX, compact_json
 from desk.importer import ImportTicket
-from tickets.tokens import STATE_PREFIX, compact_json
 
 Category = Literal["actions_taken", "customer_constraints", "open_questions"]
 CATEGORIES: tuple[Category, ...] = ("actions_taken", "customer_constraints", "open_questions")

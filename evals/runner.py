@@ -21,18 +21,20 @@ from django.db import transaction
 from django.db.models import Sum
 from django.test.utils import override_settings
 
-from compaction.context import summary_message
-from compaction.models import CompactionEvent, CompactionStatus
-from compaction.policy import TurnInfo, complete_prefix
+from compaction.models import CompactionEvent
 from compaction.selectors import assemble_context
+from core.context import summary_message
+from core.errors import DeskError
+from core.policy import TurnInfo, complete_prefix
+from core.tokens import RequestSize, count_message, state_message, turn_text
+from core.vocabulary import CompactionStatus, SummarizerBackend
 from desk.importer import ImportClass, ImportFileError, ImportTicket, import_ticket_rolled_back
 from evals.baseline import baseline_messages, baseline_summary, rolling_summary
 from evals.facts import CATEGORIES, FactCheck, check_baseline, check_facts, expected_facts
 from evals.tau import is_adapted, source_of
-from tickets.errors import DeskError, RepeatRefused
-from tickets.models import PinnedState, SummarizerBackend, Ticket, TicketClass, Turn
+from tickets.errors import RepeatRefused
+from tickets.models import PinnedState, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
-from tickets.tokens import REPLY_PRIMING_TOKENS, count_message, state_message, turn_text
 
 IMMEDIATE_TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
 DEFAULT_MODELS = {"extractive": "extractive-v1", "openai": "gpt-4.1-mini"}
@@ -494,7 +496,9 @@ def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult) -> None:
     pinned = PinnedState.objects.select_related("ticket").get(ticket=ticket)
     state = pinned.agent_json()
     all_turns = Turn.objects.filter(ticket=ticket).aggregate(total=Sum("tokens"))["total"] or 0
-    result.tokens_uncompacted = ticket.system_prompt_tokens + pinned.tokens + all_turns + REPLY_PRIMING_TOKENS
+    result.tokens_uncompacted = RequestSize(
+        system=ticket.system_prompt_tokens, state=pinned.tokens, turns=all_turns
+    ).total
     context = assemble_context(ticket)
     result.tokens_context = context.tokens.total
     result.ended_over_budget = result.tokens_context > ticket_class.token_budget

@@ -51,9 +51,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from core.identity import default_money_tools
+from core.tokens import count_message
 from desk.importer import ImportClass, ImportEvent, ImportTicket, ImportTurn
-from tickets.identity import default_money_tools
-from tickets.tokens import count_message
 
 DOMAINS = ("retail", "airline", "telecom")
 POLICY_DIR = Path(__file__).resolve().parent / "fixtures" / "policies"

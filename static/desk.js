@@ -26,4 +26,17 @@
     links[next].focus();
     links[next].scrollIntoView({ block: "nearest" });
   });
+  // The ticket page's live poll is conditional: a 304 (or the browser cache's copy of an answer already
+  // shown, the same ETag) leaves the news as they are, so a focused link or a scrolled list is not redrawn.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    if (!target || target.id !== "live") return;
+    var xhr = event.detail.xhr;
+    var tag = xhr.getResponseHeader("ETag");
+    if (xhr.status === 304 || (tag && target.getAttribute("data-etag") === tag)) {
+      event.detail.shouldSwap = false;
+      return;
+    }
+    if (tag) target.setAttribute("data-etag", tag);
+  });
 })();

@@ -106,6 +106,8 @@ INSTALLED_APPS = [
     "compaction",
     "desk",
     "evals",
+    # Tooling apps: their management commands (evals: compaction_eval ...; bench: bench).
+    "bench",
 ]
 
 MIDDLEWARE = [
@@ -120,6 +122,7 @@ MIDDLEWARE = [
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "desk.middleware.ApiErrorsMiddleware",
+    "desk.middleware.PageNotFoundMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into our 429 page.
     "axes.middleware.AxesMiddleware",
 ]

@@ -14,6 +14,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("", include("desk.pages.urls")),
 ]
 
+handler404 = "desk.middleware.page_not_found"
 handler500 = "desk.middleware.server_error"
 handler400 = "desk.middleware.bad_request"
-handler404 = "desk.middleware.page_not_found"

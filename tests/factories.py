@@ -64,7 +64,8 @@ def long_ticket(
     `compact_every` turns an applied compaction replaces the turns since the last one and brings the
     context back down, so the chart's sawtooth crosses the threshold before each drop.
     """
-    from compaction.models import CompactionEvent, CompactionStatus
+    from compaction.models import CompactionEvent
+    from core.vocabulary import CompactionStatus
     from tickets.models import Turn
     from tickets.services.lifecycle import open_ticket
 

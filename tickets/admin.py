@@ -7,10 +7,11 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from core.identity import CatalogError, ToolCatalog
+from core.tokens import UnknownEncoding, get_encoding
+from core.vocabulary import ActorKind
 from tickets.accounts import revoke_agent_tokens
-from tickets.identity import CatalogError, ToolCatalog
 from tickets.models import (
-    ActorKind,
     AgentToken,
     IdempotencyRecord,
     PinnedState,
@@ -25,7 +26,6 @@ from tickets.models import (
 from tickets.services.actors import Actor
 from tickets.services.classes import CLASS_AUDITED_FIELDS, save_ticket_class
 from tickets.services.lifecycle import set_ticket_status
-from tickets.tokens import UnknownEncoding, get_encoding
 
 
 class AppendOnlyAdmin(admin.ModelAdmin):
@@ -42,6 +42,14 @@ class AppendOnlyAdmin(admin.ModelAdmin):
 
 
 class TicketClassForm(forms.ModelForm):
+    change_reason = forms.CharField(
+        required=False,
+        max_length=500,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Why the class changes; kept in its audit. Required for a change: a new budget or "
+        "threshold applies from each ticket's next turn, and past turns keep the figures they had.",
+    )
+
     class Meta:
         model = TicketClass
         fields = list(CLASS_AUDITED_FIELDS)  # every setting an admin may change is audited
@@ -62,6 +70,12 @@ class TicketClassForm(forms.ModelForm):
             except CatalogError as exc:
                 field = "irreversible_tools" if "irreversible" in str(exc) else "money_tools"
                 self.add_error(field, str(exc))
+        if (
+            self.instance.pk is not None
+            and self.has_changed()
+            and not cleaned.get("change_reason", "").strip()
+        ):
+            self.add_error("change_reason", "Say why the class changes: the reason is kept in its audit.")
         return cleaned
 
 
@@ -80,7 +94,8 @@ class TicketClassAdmin(admin.ModelAdmin):
     ]
 
     def save_model(self, request: HttpRequest, obj: TicketClass, form: Any, change: bool) -> None:
-        save_ticket_class(ticket_class=obj, by=request.user)  # type: ignore[arg-type]
+        reason = form.cleaned_data.get("change_reason", "")
+        save_ticket_class(ticket_class=obj, by=request.user, reason=reason)  # type: ignore[arg-type]
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -88,9 +103,9 @@ class TicketClassAdmin(admin.ModelAdmin):
 
 @admin.register(TicketClassChange)
 class TicketClassChangeAdmin(AppendOnlyAdmin):
-    list_display = ["ticket_class", "actor", "created_at"]
+    list_display = ["ticket_class", "actor", "reason", "created_at"]
     list_select_related = ["ticket_class", "actor"]
-    readonly_fields = ["ticket_class", "actor", "before", "after", "created_at"]
+    readonly_fields = ["ticket_class", "actor", "before", "after", "reason", "created_at"]
 
 
 class TicketStatusForm(forms.ModelForm):

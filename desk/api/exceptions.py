@@ -13,13 +13,12 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+from core.errors import DeskError, InvalidInput
 from tickets.errors import (
     ActionAlreadySettled,
     ActionNotFound,
-    DeskError,
     IdempotencyKeyInFlight,
     IdempotencyKeyReused,
-    InvalidInput,
     RepeatRefused,
     StaleVersion,
     TicketAlreadyExists,

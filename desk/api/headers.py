@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import re
 
+from django.utils.http import parse_etags, quote_etag
+
 from desk.api.exceptions import BadHeader, BadQueryParameter, PreconditionRequired
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
-ENTITY_TAG = re.compile(r'^(W/)?"(\d{1,9})"$')
+# The state's entity tag is its version, quoted ("3"); Django parses the header's list of tags.
+VERSION_TAG = re.compile(r'"(\d{1,9})"')
 
 
 def etag(version: int) -> str:
-    return f'"{version}"'
+    return quote_etag(str(version))
 
 
 def idempotency_key(raw: str | None) -> str:
@@ -40,27 +43,22 @@ def if_match_version(raw: str | None) -> int:
     """The state version named by If-Match (a strong ETag such as "3")."""
     if raw is None or raw.strip() == "":
         raise PreconditionRequired()
-    match = ENTITY_TAG.match(raw.strip())
-    if match is None or match.group(1):
+    tags = parse_etags(raw)
+    match = VERSION_TAG.fullmatch(tags[0]) if len(tags) == 1 else None
+    if match is None:
         raise BadHeader(
             'the If-Match header must be the ETag of the state you read, such as "3" '
             "(one strong entity tag; * is not accepted)"
         )
-    return int(match.group(2))
+    return int(match.group(1))
 
 
 def if_none_match_matches(raw: str | None, version: int) -> bool:
     """Whether If-None-Match names the current version (weak comparison, as RFC 9110 says)."""
     if not raw:
         return False
-    for part in raw.split(","):
-        tag = part.strip()
-        if tag == "*":
-            return True
-        match = ENTITY_TAG.match(tag)
-        if match is not None and int(match.group(2)) == version:
-            return True
-    return False
+    tags = parse_etags(raw)
+    return "*" in tags or etag(version) in {tag.removeprefix("W/") for tag in tags}
 
 
 def positive_int_param(raw: str | None, name: str, *, default: int, maximum: int = 10**6) -> int:

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
-from compaction.context import AssembledContext
 from compaction.models import CompactionEvent
 from compaction.selectors import (
     CONTEXT_TICKET,
@@ -16,13 +15,14 @@ from compaction.selectors import (
     compaction_totals,
     context_figures,
 )
+from core.context import AssembledContext
+from core.tokens import RequestSize
 from desk.api.fields import storable_text
 from desk.history import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, HistoryPage
 from desk.history import ticket_history as _ticket_history
 from tickets.compiled_reads import CompiledRead
 from tickets.errors import TicketNotFound
 from tickets.models import PinnedState, Ticket, TicketClass
-from tickets.tokens import compaction_floor
 
 
 def _check_ticket_id(ticket_id: str) -> None:
@@ -92,10 +92,9 @@ class TicketDetail:
             "token_budget": self.figures.token_budget,
             "threshold_tokens": self.figures.threshold_tokens,
             "first_active_turn": self.figures.first_active_turn,
-            "state_over_threshold": compaction_floor(
-                system_prompt_tokens=self.figures.tokens.system, state_tokens=self.figures.tokens.state
-            )
-            >= self.figures.threshold_tokens,
+            "state_over_threshold": RequestSize(
+                system=self.figures.tokens.system, state=self.figures.tokens.state
+            ).fills_threshold(self.figures.threshold_tokens),
             "compaction_totals": self.compactions.as_json(),
             "created_at": ticket.created_at,
             "updated_at": ticket.updated_at,

@@ -10,6 +10,15 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.vocabulary import (
+    AGENT_STATE_OPS,
+    RECORD_STATUSES,
+    SETTLE_STATUSES,
+    THREAD_ROLES,
+    ActionStatus,
+    TurnOutcome,
+    values,
+)
 from desk.api.fields import (
     JSONObjectField,
     StrictBooleanField,
@@ -24,8 +33,6 @@ from tickets.models import TicketClass, TicketStatus
 # Bounds that keep every value inside what the columns (PostgreSQL integer) can hold.
 MAX_INT = 2**31 - 1
 TICKET_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]*$"
-TURN_ROLES = ["customer", "agent", "tool_call", "tool_result"]
-STATE_OPS = ["constraint_stated", "question_opened", "question_resolved", "decision_made"]
 
 
 # ---------------------------------------------------------------- input
@@ -57,7 +64,7 @@ class TicketStatusIn(StrictSerializer):
 
 
 class TurnIn(StrictSerializer):
-    role = serializers.ChoiceField(choices=TURN_ROLES)
+    role = serializers.ChoiceField(choices=values(THREAD_ROLES))
     content = StrictCharField(required=False, allow_blank=True, trim_whitespace=False, default="")
     tool = StrictCharField(required=False, allow_blank=True, max_length=100, default="")
     args = JSONObjectField(required=False, allow_null=True, default=None)
@@ -85,7 +92,7 @@ class ActionIn(StrictSerializer):
     )
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000, default="")
     status = serializers.ChoiceField(
-        choices=["intended", "succeeded"],
+        choices=values(RECORD_STATUSES),
         required=False,
         allow_null=True,
         default=None,
@@ -95,7 +102,7 @@ class ActionIn(StrictSerializer):
 
 
 class ActionSettleIn(StrictSerializer):
-    status = serializers.ChoiceField(choices=["succeeded", "failed"])
+    status = serializers.ChoiceField(choices=values(SETTLE_STATUSES))
     reason = StrictCharField(
         required=False,
         allow_blank=True,
@@ -106,7 +113,7 @@ class ActionSettleIn(StrictSerializer):
 
 
 class StateChangeIn(StrictSerializer):
-    op = serializers.ChoiceField(choices=STATE_OPS)
+    op = serializers.ChoiceField(choices=values(AGENT_STATE_OPS))
     text = StrictCharField(
         max_length=2000,
         help_text="The constraint, question or decision; for question_resolved its id (Q1) or text.",
@@ -182,7 +189,7 @@ class ActionOut(serializers.Serializer):
     reversed = serializers.BooleanField()
     reversed_reason = serializers.CharField(allow_blank=True)
     status = serializers.ChoiceField(
-        choices=["intended", "succeeded", "failed"],
+        choices=values(ActionStatus),
         help_text="intended: reserved, its tool not yet settled; a failed intent no longer holds its item.",
     )
     failure_reason = serializers.CharField(allow_blank=True)
@@ -300,7 +307,7 @@ class PolicyOutcomeOut(serializers.Serializer):
     """What the compaction policy did with the turn; the event's figures when it recorded one."""
 
     status = serializers.ChoiceField(
-        choices=["not_due", "deferred", "queued", "applied", "forced", "failed", "over_budget", "superseded"],
+        choices=values(TurnOutcome),
         help_text=(
             "queued: a compaction is pending (a worker runs it; pending_since says since when); forced: the hard "
             "ceiling compacted before a boundary; over_budget: the request exceeds the budget and no safe cut exists."

@@ -16,13 +16,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.vocabulary import ActorKind
 from desk.api import headers, schema, selectors, serializers
 from desk.api.authentication import HashedTokenAuthentication
 from desk.api.exceptions import desk_exception_handler
 from desk.api.parsers import BoundedJSONParser
 from desk.api.permissions import AgentWritesStaffReads
 from desk.turns import receive_turn
-from tickets.models import ActorKind
 from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
 from tickets.services.lifecycle import open_ticket, set_ticket_status

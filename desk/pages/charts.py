@@ -81,7 +81,53 @@ def _drops_svg(drops: list[dict[str, Any]], *, labelled: bool) -> SafeString:
     return mark_safe("\n".join(parts))
 
 
-def context_chart(series: ContextSeries) -> dict[str, Any]:
+def _segments(points: list[ContextPoint], xs: list[float], *, right: float, y: Any) -> list[dict[str, Any]]:
+    """The stretches of consecutive points with the same threshold and budget in force, each with where
+    its labels go: above its own lines, the newest at the plot's right edge, an older one at its own
+    start (where its step line begins: halfway from the point before), clear of the peaks that usually
+    end a stretch before a compaction."""
+    segments: list[dict[str, Any]] = []
+    for i, p in enumerate(points):
+        if segments and segments[-1]["figures"] == (p.threshold_tokens, p.token_budget):
+            segments[-1]["last_turn"] = p.turn
+            continue
+        segments.append(
+            {
+                "figures": (p.threshold_tokens, p.token_budget),
+                "first_turn": p.turn,
+                "last_turn": p.turn,
+                "first": i,
+                "threshold": p.threshold_tokens,
+                "budget": p.token_budget,
+                "threshold_y": y(p.threshold_tokens),
+                "budget_y": y(p.token_budget),
+            }
+        )
+    for index, segment in enumerate(segments):
+        first = segment.pop("first")
+        segment["at_start"] = index < len(segments) - 1
+        if not segment["at_start"]:
+            segment["x"] = right
+        elif first == 0:
+            segment["x"] = xs[0]
+        else:
+            segment["x"] = round((xs[first - 1] + xs[first]) / 2 + 4, 1)
+    return segments
+
+
+# The phone's chart: fewer, larger units across, so the compaction drops and the labels stay legible in
+# a 350 px box (the wide one would be scaled down to a third or scroll sideways).
+NARROW_CHART = {"width": 400, "height": 300, "most_ticks": 6, "drop_labels": 4}
+
+
+def context_chart(
+    series: ContextSeries,
+    *,
+    width: int = CHART_WIDTH,
+    height: int = CHART_HEIGHT,
+    most_ticks: int = 12,
+    drop_labels: int = DROP_LABELS_MAX,
+) -> dict[str, Any]:
     """The assembled request after each turn, with the threshold and budget in force at each turn.
 
     A compaction shows as a vertical line at its turn, from the event's own tokens before to its tokens
@@ -89,8 +135,8 @@ def context_chart(series: ContextSeries) -> dict[str, Any]:
     series (a long ticket) spans the same axis as the whole one.
     """
     points = series.points
-    plot_w = CHART_WIDTH - PAD_LEFT - PAD_RIGHT
-    plot_h = CHART_HEIGHT - PAD_TOP - PAD_BOTTOM
+    plot_w = width - PAD_LEFT - PAD_RIGHT
+    plot_h = height - PAD_TOP - PAD_BOTTOM
     top = max(series.peak, 1) * 1.08
     first, last = series.first_turn, series.last_turn
     span = last - first
@@ -126,18 +172,19 @@ def context_chart(series: ContextSeries) -> dict[str, Any]:
                 }
             )
         dots.append(_dot_svg(px, py, p))
-    labelled = len(drops) <= DROP_LABELS_MAX
+    labelled = len(drops) <= drop_labels
+    segments = _segments(points, xs, right=width - PAD_RIGHT, y=y)
     latest = series.latest
-    ticks = _turn_ticks(first, last) if points else []
+    ticks = _turn_ticks(first, last, most=most_ticks) if points else []
     x_ticks = [{"x": x(n), "label": n} for n in ticks]
     budget = latest.token_budget if latest else 0
     y_ticks = [{"y": y(v), "label": f"{v:,}"} for v in (0, budget // 2)]
     return {
-        "width": CHART_WIDTH,
-        "height": CHART_HEIGHT,
+        "width": width,
+        "height": height,
         "left": PAD_LEFT,
-        "right": CHART_WIDTH - PAD_RIGHT,
-        "bottom": CHART_HEIGHT - PAD_BOTTOM,
+        "right": width - PAD_RIGHT,
+        "bottom": height - PAD_BOTTOM,
         "path": " ".join(path),
         "dot_count": len(dots),
         "dots_svg": mark_safe("".join(dots)),  # numbers and fixed words only: see _dot_svg
@@ -147,8 +194,10 @@ def context_chart(series: ContextSeries) -> dict[str, Any]:
         "turn_count": series.turn_count,
         "threshold_path": _step_path(xs, [y(p.threshold_tokens) for p in points]),
         "budget_path": _step_path(xs, [y(p.token_budget) for p in points]),
+        # One pair of labels per stretch of turns with the same figures in force, each on its own lines:
+        # a class change after a turn relabels nothing before it.
+        "segments": segments,
         "threshold": latest.threshold_tokens if latest else 0,
-        "threshold_y": y(latest.threshold_tokens) if latest else 0,
         "thresholds": sorted({p.threshold_tokens for p in points}),
         "budget": budget,
         "budget_y": y(budget),

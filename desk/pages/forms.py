@@ -13,9 +13,10 @@ from django.core.validators import MaxValueValidator
 
 from compaction.models import ReviewVerdict
 from compaction.reviews import COMMENT_MAX_CHARS
+from core.vocabulary import StateOp
 from desk.pages.metrics import MAX_RANGE_DAYS, DateRange
 from desk.pages.queue import QUEUE_SORTS, QueueFilters, QueueFlag, QueuePosition, parse_cursor
-from tickets.models import StateOp, TicketStatus
+from tickets.models import TicketStatus
 
 # What each correction asks for, besides the reason and the version it was rendered from.
 CORRECTION_FIELDS: dict[str, tuple[str, ...]] = {
@@ -324,3 +325,19 @@ class TicketWindowForm(forms.Form):
     def error_text(self) -> str:
         names = ", ".join(f"{name}={self.data.get(name, '')!r}" for name in self.errors)
         return f"Bad page of the ticket ({names}): each of {', '.join(self.fields)} is a whole number of 1 or more."
+
+
+class LiveMarksForm(forms.Form):
+    """The marks a ticket page was drawn with, sent back by its live poll: its newest turn, compaction
+    number and refused attempt id (0 when it had none). Anything but a whole number of 0 or more is a 400."""
+
+    turn = forms.IntegerField(min_value=0, max_value=CURSOR_MAX)
+    compaction = forms.IntegerField(min_value=0, max_value=CURSOR_MAX)
+    refused = forms.IntegerField(min_value=0, max_value=CURSOR_MAX)
+
+    def cleaned_marks(self) -> dict[str, int]:
+        return {name: int(self.cleaned_data[name]) for name in self.fields}
+
+    def error_text(self) -> str:
+        names = ", ".join(f"{name}={self.data.get(name, '')!r}" for name in self.errors)
+        return f"Bad live marks ({names}): turn, compaction and refused are whole numbers of 0 or more."

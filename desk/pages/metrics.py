@@ -12,7 +12,8 @@ from django.db.models import Avg, Count, F, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
-from compaction.models import CompactionEvent, CompactionStatus
+from compaction.models import CompactionEvent
+from core.vocabulary import CompactionStatus
 from tickets.models import TicketClass
 from tickets.selectors import refused_attempts_count
 

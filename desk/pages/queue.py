@@ -28,9 +28,10 @@ from django.db.models import (
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, TupleLessThan
 from django.db.models.functions import Coalesce, Now
 
-from compaction.models import CompactionEvent, CompactionStatus
+from compaction.models import CompactionEvent
+from core.state import StateItems
+from core.vocabulary import CompactionStatus
 from tickets.models import RefusedAttempt, Ticket, TicketClass
-from tickets.state import StateItems
 
 QUEUE_PAGE_SIZE = 50
 # Up to this many matching tickets the queue counts them; past it, it says "about N" or "N+".

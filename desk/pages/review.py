@@ -9,8 +9,8 @@ from typing import Any
 from django.db.models import Case, Value, When
 from django.http import Http404
 
-from compaction.coverage import action_covered, text_covered
-from compaction.models import CompactionEvent, CompactionReview, CompactionStatus, ContextSnapshot
+from compaction.models import CompactionEvent, CompactionReview, ContextSnapshot
+from core.vocabulary import CompactionStatus
 from desk.pages.labels import CATEGORIES, PinnedMark, item_label, pinned_marks_by_turn
 from tickets.models import Ticket
 
@@ -115,15 +115,17 @@ class ReviewPage:
         )
 
 
-def _entry_covers(category: str, entry: str, items: list[dict[str, Any]]) -> list[str]:
-    covers = []
-    for item in items:
-        if category == "actions_taken":
-            hit = action_covered(item, [entry])
-        else:
-            hit = text_covered(str(item.get("text", "")), [entry])
-        if hit:
-            covers.append(str(item.get("id", "")))
+def _covers_by_entry(coverage: dict[str, Any]) -> dict[tuple[str, int], list[str]]:
+    """(summary field, entry index) -> the ids the stored report says that entry covered.
+
+    Read from the report stored with the event, never re-run for display: the page and the flag agree.
+    A report stored before it named its covering entries names none.
+    """
+    covers: dict[tuple[str, int], list[str]] = {}
+    for item in coverage.get("covered", []):
+        by = item.get("by")
+        if by:
+            covers.setdefault((by["field"], by["index"]), []).append(str(item.get("id", "")))
     return covers
 
 
@@ -178,10 +180,14 @@ def review_page(ticket: Ticket, number: int) -> ReviewPage:
     ]
     coverage = event.coverage or {}
     covered_ids = {(c["category"], c["id"]) for c in coverage.get("covered", [])}
+    covers = _covers_by_entry(coverage)
     categories = []
     for key, label in CATEGORIES:
         items = state_json.get(key, [])
-        entries = [SummaryEntry(text=e, covers=_entry_covers(key, e, items)) for e in summary.get(key, [])]
+        entries = [
+            SummaryEntry(text=e, covers=covers.get((key, index), []))
+            for index, e in enumerate(summary.get(key, []))
+        ]
         coverage_items = [
             CoverageItem(
                 id=str(item.get("id", "")),

@@ -12,6 +12,7 @@ urlpatterns = [
     path("classes/", views.classes, name="classes"),
     path("tickets/<str:ticket_id>/", views.ticket_detail, name="ticket-detail"),
     path("tickets/<str:ticket_id>/export.json", views.ticket_export, name="ticket-export"),
+    path("tickets/<str:ticket_id>/live/", views.ticket_live, name="ticket-live"),
     path("tickets/<str:ticket_id>/state/", views.correct_state, name="correct-state"),
     path("tickets/<str:ticket_id>/status/", views.set_status, name="set-status"),
     path("tickets/<str:ticket_id>/replay/", views.replay, name="replay"),

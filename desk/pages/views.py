@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotModified, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -19,6 +19,8 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url, trigger_client_event
 
 from compaction.reviews import compaction_review_record
+from core.errors import InvalidInput
+from core.vocabulary import ActorKind
 from desk.pages import metrics as metrics_reads
 from desk.pages import queue as queue_reads
 from desk.pages import replay as replay_reads
@@ -26,6 +28,7 @@ from desk.pages import review as review_reads
 from desk.pages import ticket as ticket_reads
 from desk.pages.forms import (
     CorrectionForm,
+    LiveMarksForm,
     MetricsRangeForm,
     QueueFilterForm,
     QueuePositionForm,
@@ -37,9 +40,9 @@ from desk.pages.forms import (
     correction_targets,
 )
 from desk.pages.labels import CATEGORIES
+from desk.pages.ticket import live as live_reads
 from tickets.accounts import roles_of
-from tickets.errors import InvalidInput, StaleVersion
-from tickets.models import ActorKind
+from tickets.errors import StaleVersion
 from tickets.services.actors import Actor
 from tickets.services.lifecycle import set_ticket_status
 from tickets.services.state_changes import correct_state as correct_pinned_state
@@ -141,6 +144,30 @@ def ticket_detail(request: HttpRequest, ticket_id: str) -> HttpResponse:
     )
     if fragment:
         push_url(response, request.get_full_path())
+    return response
+
+
+@require_GET
+@desk_role()
+def ticket_live(request: HttpRequest, ticket_id: str) -> HttpResponse:
+    """What is new on the ticket since its page was opened (`?turn=&compaction=&refused=`, the marks the
+    page was drawn with): the page polls it with htmx. Conditional: the ETag changes only when something
+    new arrives, so a poll with a matching If-None-Match is a 304 with no body and no reads beyond the
+    ticket and two aggregates."""
+    ticket = ticket_reads.get_ticket(ticket_id)
+    form = LiveMarksForm(request.GET)
+    if not form.is_valid():
+        return HttpResponse(form.error_text(), status=400, content_type="text/plain")
+    opened = live_reads.Marks(**form.cleaned_marks())
+    now = live_reads.marks_now(ticket)
+    etag = live_reads.live_etag(now, opened, ticket.status)
+    if etag in {tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")}:
+        response: HttpResponse = HttpResponseNotModified()
+    else:
+        news = live_reads.live_news(ticket, opened, now)
+        response = render(request, "tickets/detail.html#live-news", {"ticket": ticket, "news": news})
+    response["ETag"] = etag
+    response["Cache-Control"] = "private, no-cache"
     return response
 
 

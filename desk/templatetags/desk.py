@@ -65,7 +65,10 @@ def budget_bar(tokens: int, budget: int, threshold: float) -> dict[str, Any]:
 
 
 @register.inclusion_tag("tickets/_chart.html")
-def context_chart(series: ContextSeries) -> dict[str, Any]:
+def context_chart(series: ContextSeries, narrow: bool = False) -> dict[str, Any]:
+    """The ticket's context chart; `narrow`, the phone's (its own geometry, not the wide one scaled)."""
+    if narrow:
+        return charts.context_chart(series, **charts.NARROW_CHART) | {"narrow": True}
     return charts.context_chart(series)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from core.vocabulary import ActorKind
 from tests.browser.conftest import screenshot
 from tests.browser.desk_data import (
     HOSTILE,
@@ -19,7 +20,7 @@ from tests.browser.desk_data import (
     import_t40118,
     supervisor,
 )
-from tickets.models import ActorKind, StateChange, Ticket
+from tickets.models import StateChange, Ticket
 from tickets.services.state_changes import change_state
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

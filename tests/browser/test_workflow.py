@@ -94,9 +94,13 @@ def test_figures_stay_put_and_a_correction_refreshes_every_card(
     expect(page.locator(".marker-applied .figures")).to_have_text(
         f"{event.tokens_before} → {event.tokens_after} tokens"
     )
-    chart_box = page.locator(".chart-scroll").bounding_box()
+    # A phone gets the narrow chart (its own geometry, with the drop's figures), not the wide one scaled.
+    narrow = width < 700
+    chart_box = page.locator(".chart-narrow-box" if narrow else ".chart-scroll").bounding_box()
     assert chart_box["width"] <= width
-    assert page.locator("svg.chart").bounding_box()["width"] >= min(600, width - 60)  # legible, not squeezed
+    shown = page.locator("svg.chart-narrow" if narrow else "svg.chart")
+    assert shown.bounding_box()["width"] >= min(600, width - 60)  # legible, not squeezed
+    expect(shown.locator('.drop[data-compaction="2"] text')).to_be_visible()
     assert_no_page_scroll(page)
     screenshot(page, f"w{width}-04-ticket-figures", full_page=False)
 

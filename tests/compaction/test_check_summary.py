@@ -176,3 +176,44 @@ def test_the_process_exit_codes_and_streams(tmp_path: Path) -> None:
     assert json.loads(good.stdout)["missing"] == []
     assert len(json.loads(bad.stdout)["missing"]) == 4
     assert broken.stdout == "" and "not JSON" in broken.stderr
+
+
+# The real airline case: a model's summary made of id references only.
+FLIGHT_STATE: dict[str, Any] = {
+    "ticket": "T-AIR-1",
+    "order": "ZFA04Y",
+    "seller_type": "airline",
+    "version": 3,
+    "actions_taken": [],
+    "customer_constraints": [
+        {"id": "C1", "text": "You do not want to fly before 11am est.", "at_turn": 1},
+        {"id": "C2", "text": "You want to fly on May 20.", "at_turn": 1},
+    ],
+    "open_questions": [],
+    "decisions": [],
+}
+EMPTY_SUMMARY: dict[str, Any] = {
+    "decisions": [],
+    "actions_taken": [],
+    "customer_constraints": [],
+    "open_questions": [],
+    "narrative": "",
+}
+
+
+def test_a_summary_of_id_references_only_has_no_miss_and_exits_0(tmp_path: Path) -> None:
+    summary = {**EMPTY_SUMMARY, "customer_constraints": ["C1", "C2"], "narrative": "Rebooking a flight."}
+    code, report = run(tmp_path, FLIGHT_STATE, summary)
+    assert code == 0
+    assert report["missing"] == []
+    assert {c["id"]: c["by"]["text"] for c in report["covered"]} == {"C1": "C1", "C2": "C2"}
+
+
+def test_an_id_that_names_no_pinned_item_covers_nothing(tmp_path: Path) -> None:
+    summary = {**EMPTY_SUMMARY, "customer_constraints": ["C3", "C1"]}
+    code, report = run(tmp_path, FLIGHT_STATE, summary)
+    assert code == 1
+    assert [c["id"] for c in report["covered"]] == ["C1"]
+    assert [(m["id"], m["why"]) for m in report["missing"]] == [
+        ("C2", "the entry refers to another item by its id")
+    ]

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from compaction.models import CompactionEvent, CompactionStatus, ContextSnapshot
+from compaction.models import CompactionEvent, ContextSnapshot
 from compaction.selectors import assemble_context, context_figures
 from compaction.services import run_compaction
+from core.vocabulary import CompactionStatus
 from tests.factories import import_t40118
 from tests.fake_openai import Reply
 from tickets.models import TicketClass

@@ -8,6 +8,7 @@ from compaction.coverage import (
     action_covered,
     action_match,
     check_coverage,
+    id_references,
     normalize_name,
     text_covered,
     text_match,
@@ -214,3 +215,52 @@ def test_an_entry_that_carries_the_item_word_for_word_covers_it_however_light_it
     assert text_covered("If so, do it.", ["If so, do it."])
     assert text_covered("If so, do it.", ["  if so,  DO it. "])
     assert not text_covered("If so, do it.", ["If not, leave it."])
+
+
+# --- id references (issue 21): resolved before any number or text matching ------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "ids"),
+    [
+        ("C1", {"C1"}),
+        ("A1, A2", {"A1", "A2"}),
+        ("Q1 and D3.", {"Q1", "D3"}),
+        ("C1: no flights before 11am", {"C1"}),
+        ("(A2) parcel held", {"A2"}),
+        ("No flights before 11am", None),
+        ("Refunded $40 for A1", None),
+    ],
+)
+def test_an_entry_is_an_id_reference_only_when_made_of_ids_or_opening_with_one(
+    entry: str, ids: set[str] | None
+) -> None:
+    assert id_references(entry) == (None if ids is None else frozenset(ids))
+
+
+def test_an_id_entry_covers_its_item_and_nothing_else() -> None:
+    state = {
+        "customer_constraints": [
+            {"id": "C1", "text": "You do not want to fly before 11am est.", "at_turn": 1},
+            {"id": "C2", "text": "no flights before 11am on weekends", "at_turn": 2},
+        ]
+    }
+    report = check_coverage(state, {"customer_constraints": ["C1: no flights before 11am"]})
+    assert [c["id"] for c in report.covered] == ["C1"]
+    assert [m["id"] for m in report.missing] == ["C2"]
+
+
+def test_the_report_names_the_summary_entry_that_covered_each_item() -> None:
+    state = {
+        "actions_taken": [{"id": "A1", "tool": "issue_refund", "item": "garden-table", "amount_cents": 4000}],
+        "decisions": [{"id": "D1", "text": "approved a refund of $40 for the garden table"}],
+    }
+    summary = {
+        "actions_taken": ["Parcel tracked.", "Refunded $40 for the garden table."],
+        "decisions": ["D1"],
+    }
+    covered = {c["id"]: c["by"] for c in check_coverage(state, summary).covered}
+    assert covered == {
+        "A1": {"field": "actions_taken", "index": 1, "text": "Refunded $40 for the garden table."},
+        "D1": {"field": "decisions", "index": 0, "text": "D1"},
+    }

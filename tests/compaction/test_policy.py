@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.policy import (
+from core.policy import (
     CutPlan,
     TurnInfo,
     at_boundary,

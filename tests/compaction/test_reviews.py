@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from compaction.models import CompactionEvent, CompactionReview, CompactionStatus
+from compaction.models import CompactionEvent, CompactionReview
 from compaction.reviews import compaction_review_record
+from core.errors import InvalidInput
+from core.vocabulary import CompactionStatus
 from tests.browser.desk_data import import_seed_t40118, supervisor
-from tickets.errors import InvalidInput
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,9 @@ from django.core.management import call_command
 from django.db import connections
 from django.test import override_settings
 
-from compaction.models import CompactionEvent, CompactionStatus
+from compaction.models import CompactionEvent
 from compaction.services import run_compaction
+from core.vocabulary import CompactionStatus
 from desk.turns import receive_turn
 from tests.browser.desk_data import ensure_roles
 from tests.factories import import_t40118

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from compaction.models import CompactionStatus
 from compaction.summarizers import ScriptedSummarizer, SummarizerError, SummaryRequest, get_summarizer
-from compaction.summary import Summary
+from core.summary import Summary
+from core.vocabulary import CompactionStatus
 from tests.browser.desk_data import import_seed_t40118
 
 REQUEST = SummaryRequest(

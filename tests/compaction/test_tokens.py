@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import tiktoken
 
-from tickets.tokens import (
+from core.tokens import (
     MESSAGE_OVERHEAD_TOKENS,
     UnknownEncoding,
     count_message,

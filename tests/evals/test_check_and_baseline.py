@@ -10,13 +10,13 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from compaction.context import SUMMARY_PREFIX, summary_message
+from core.context import SUMMARY_PREFIX, summary_message
+from core.tokens import STATE_PREFIX
 from evals.baseline import baseline_messages, rolling_summary
 from evals.facts import Fact, FactCheck
 from evals.runner import EvalOptions, EventFigures, TicketResult, evaluate
 from evals.sources import load
 from tests.fake_openai import Reply
-from tickets.tokens import STATE_PREFIX
 
 pytestmark = pytest.mark.django_db
 

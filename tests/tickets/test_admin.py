@@ -9,8 +9,8 @@ from django.contrib.auth.models import User
 from django.http import HttpRequest
 from django.test import Client
 
+from core.identity import default_irreversible_tools, default_money_tools
 from desk.turns import receive_turn
-from tickets.identity import default_irreversible_tools, default_money_tools
 from tickets.models import PinnedState, StateChange, Ticket, Turn
 
 pytestmark = pytest.mark.django_db
@@ -83,11 +83,24 @@ def test_changing_a_budget_in_the_admin_is_audited_with_before_and_after(
         "summarizer_output_price": "0.4",
         **CATALOG_FIELDS,
     }
+    # Without a reason the change is refused, and nothing changes.
     response = admin_client_logged_in.post(f"/admin/tickets/ticketclass/{klass.pk}/change/", form)
+    assert response.status_code == 200
+    assert "Say why the class changes" in response.content.decode()
+    assert not TicketClassChange.objects.exists()
+    assert TicketClass.objects.get(pk=klass.pk).token_budget == 8000
+
+    reason = "Peak season: shorter contexts cost less"
+    response = admin_client_logged_in.post(
+        f"/admin/tickets/ticketclass/{klass.pk}/change/", {**form, "change_reason": f"  {reason} "}
+    )
     assert response.status_code == 302
     change = TicketClassChange.objects.get(ticket_class=klass)
     assert change.actor is not None and change.actor.username == "root"
     assert change.changed_fields == {"token_budget": (8000, 6000), "compaction_threshold": (0.8, 0.75)}
+    assert change.reason == reason
+    listing = admin_client_logged_in.get("/admin/tickets/ticketclasschange/")
+    assert reason in listing.content.decode()
 
 
 def test_an_encoding_tiktoken_cannot_load_offline_is_refused(admin_client_logged_in: Client) -> None:
@@ -138,6 +151,7 @@ def test_editing_the_tool_catalog_in_the_admin_is_audited(admin_client_logged_in
         **CATALOG_FIELDS,
         "irreversible_tools": json.dumps(["issue_refund", "wire_*"]),
         "intent_timeout_minutes": "5",
+        "change_reason": "Wire transfers are irreversible too",
     }
     response = admin_client_logged_in.post(f"/admin/tickets/ticketclass/{klass.pk}/change/", form)
     assert response.status_code == 302

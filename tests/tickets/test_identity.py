@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tickets.identity import CatalogError, ToolCatalog, action_identity, normalize_name
+from core.identity import CatalogError, ToolCatalog, action_identity, normalize_name
 
 
 @pytest.mark.parametrize(

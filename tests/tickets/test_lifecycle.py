@@ -6,8 +6,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from core.vocabulary import ActorKind
 from tickets.accounts import create_person
-from tickets.models import ActorKind, Ticket, TicketStatusChange
+from tickets.models import Ticket, TicketStatusChange
 from tickets.services.actors import Actor
 from tickets.services.lifecycle import set_ticket_status
 

@@ -2,21 +2,17 @@ from __future__ import annotations
 
 import pytest
 
+from core.errors import InvalidInput
+from core.tokens import count_turn
+from core.vocabulary import ActorKind, StateOp
 from desk.turns import receive_turn
 from tests.factories import chat
-from tickets.errors import (
-    IdempotencyKeyReused,
-    InvalidInput,
-    RepeatRefused,
-    StaleVersion,
-    TicketAlreadyExists,
-)
-from tickets.models import ActorKind, PinnedState, StateChange, StateOp, Ticket, TicketClass, Turn
+from tickets.errors import IdempotencyKeyReused, RepeatRefused, StaleVersion, TicketAlreadyExists
+from tickets.models import PinnedState, StateChange, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.lifecycle import open_ticket
 from tickets.services.state_changes import change_state, correct_state
-from tickets.tokens import count_turn
 
 pytestmark = pytest.mark.django_db
 

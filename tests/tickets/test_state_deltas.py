@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from compaction.selectors import state_as_of_turn
+from core.state import StateItems, agent_state, model_state, replay_changes
+from core.tokens import count_message, state_message, state_tokens
 from tests.factories import chat
 from tickets.accounts import create_person
 from tickets.models import PinnedState, StateChange, Ticket
 from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
 from tickets.services.state_changes import change_state, correct_state
-from tickets.state import StateItems, agent_state, model_state, replay_changes
-from tickets.tokens import count_message, state_message, state_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -173,7 +173,7 @@ def test_two_changes_through_one_locked_state_each_audit_their_own_item(ticket: 
     what it did."""
     from django.db import transaction
 
-    from tickets.models import StateOp
+    from core.vocabulary import StateOp
     from tickets.services.actors import SYSTEM
     from tickets.services.state_changes import change_pinned_state, lock_pinned_state
 

@@ -9,12 +9,12 @@ import importlib
 import pytest
 from django.apps import apps
 
+from core.tokens import RequestSize
 from tickets.models import PinnedState, Ticket, TicketClass
 from tickets.services.actions import record_action
 from tickets.services.classes import save_ticket_class
 from tickets.services.lifecycle import open_ticket
 from tickets.services.state_changes import change_state
-from tickets.tokens import compaction_floor
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +49,7 @@ def test_the_flag_follows_the_state_both_ways(tiny: TicketClass) -> None:
     questions = fill_state(ticket)
     assert stored(ticket) is True and ticket.state_over_threshold is True  # the caller's copy follows
     pinned = PinnedState.objects.get(ticket=ticket)
-    floor = compaction_floor(system_prompt_tokens=ticket.system_prompt_tokens, state_tokens=pinned.tokens)
+    floor = RequestSize(system=ticket.system_prompt_tokens, state=pinned.tokens).floor
     assert floor >= tiny.threshold_tokens
     for qid in questions:
         change_state(ticket=ticket, op="question_resolved", text=qid)
@@ -99,3 +99,24 @@ def test_the_migration_fills_the_flag_from_the_stored_counts(tiny: TicketClass) 
     migration = importlib.import_module("tickets.migrations.0013_state_over_threshold_flag")
     migration.fill(apps, None)
     assert (stored(full), stored(roomy)) == (True, False)
+
+
+def test_the_sql_twin_equals_request_size_fills_threshold_on_each_side_of_the_threshold(
+    tiny: TicketClass,
+) -> None:
+    """state_fills_threshold() (SQL, for the queue) and RequestSize.fills_threshold (Python) are one rule:
+    walked question by question across the threshold, with the floor exactly at it included."""
+    ticket = open_ticket(ticket_id="T-TWIN", order_id="SU-1", seller_type="marketplace", ticket_class=tiny)
+    seen = set()
+    for step in range(40):
+        pinned = PinnedState.objects.get(ticket=ticket)
+        size = RequestSize(system=ticket.system_prompt_tokens, state=pinned.tokens)
+        expected = size.fills_threshold(tiny.threshold_tokens)
+        assert computed(ticket) is expected, (step, size.floor, tiny.threshold_tokens)
+        # The boundary itself: a threshold equal to the floor fills it, one token more does not.
+        assert size.fills_threshold(size.floor) and not size.fills_threshold(size.floor + 1)
+        seen.add(expected)
+        if expected:
+            break
+        change_state(ticket=ticket, op="question_opened", text=f"Was parcel {step} scanned at the depot?")
+    assert seen == {False, True}

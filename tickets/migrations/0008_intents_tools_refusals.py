@@ -2,7 +2,7 @@
 
 import django.core.validators
 import django.db.models.deletion
-import tickets.identity
+import core.identity
 from django.conf import settings
 from django.db import migrations, models
 
@@ -71,12 +71,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='ticketclass',
             name='irreversible_tools',
-            field=models.JSONField(blank=True, default=tickets.identity.default_irreversible_tools, help_text="Tools whose effect cannot be undone (a JSON list; glob patterns such as cancel_* allowed). An agent's reversible: true does not make a listed tool reversible."),
+            field=models.JSONField(blank=True, default=core.identity.default_irreversible_tools, help_text="Tools whose effect cannot be undone (a JSON list; glob patterns such as cancel_* allowed). An agent's reversible: true does not make a listed tool reversible."),
         ),
         migrations.AddField(
             model_name='ticketclass',
             name='money_tools',
-            field=models.JSONField(blank=True, default=tickets.identity.default_money_tools, help_text='Tools that move money and how, e.g. {"issue_refund": "refund", "send_certificate": "credit"}; effects: refund, charge, credit. Only refund tools count in refunded_cents_total.'),
+            field=models.JSONField(blank=True, default=core.identity.default_money_tools, help_text='Tools that move money and how, e.g. {"issue_refund": "refund", "send_certificate": "credit"}; effects: refund, charge, credit. Only refund tools count in refunded_cents_total.'),
         ),
         migrations.AlterField(
             model_name='statechange',

@@ -15,20 +15,16 @@ from django.db.models import JSONField, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from core.errors import InvalidInput
+from core.state import ActionItem, StateItems
+from core.vocabulary import ActionStatus, StateOp
 from tickets.compiled_reads import CompiledRead
-from tickets.errors import (
-    ActionAlreadySettled,
-    ActionNotFound,
-    IdempotencyKeyReused,
-    InvalidInput,
-    RepeatRefused,
-)
+from tickets.errors import ActionAlreadySettled, ActionNotFound, IdempotencyKeyReused, RepeatRefused
 from tickets.fingerprints import request_fingerprint
-from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, StateOp, Ticket
+from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, Ticket
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import hold_key
 from tickets.services.state_changes import change_pinned_state, check_turn
-from tickets.state import FAILED, INTENDED, SUCCEEDED, ActionItem, ActionStatus, StateItems
 
 
 @dataclass(frozen=True)
@@ -54,7 +50,7 @@ def _answer(action: ActionItem, pinned: PinnedState) -> dict[str, Any]:
     }
 
 
-RECORDABLE_STATUSES = (INTENDED, SUCCEEDED)
+RECORDABLE_STATUSES = (ActionStatus.INTENDED, ActionStatus.SUCCEEDED)
 
 
 def record_action(
@@ -196,7 +192,9 @@ def _record_action(
             "a failed intent is settled with PATCH on the action",
             field="status",
         )
-    action_status: ActionStatus = INTENDED if status == INTENDED else SUCCEEDED
+    action_status: ActionStatus = (
+        ActionStatus.INTENDED if status == ActionStatus.INTENDED else ActionStatus.SUCCEEDED
+    )
     request_body: dict[str, Any] = {
         "tool": tool,
         "item": item,
@@ -207,9 +205,9 @@ def _record_action(
         "repeat_of_earlier": repeat_of_earlier,
         "reason": reason,
     }
-    if action_status == INTENDED:
+    if action_status == ActionStatus.INTENDED:
         # Only then: the keys stored before intents existed keep their fingerprints.
-        request_body["status"] = INTENDED
+        request_body["status"] = ActionStatus.INTENDED
     fingerprint = request_fingerprint(request_body)
 
     # Held first: the key's first answer is then read in the lock query's own snapshot, and a concurrent
@@ -239,7 +237,7 @@ def _record_action(
         recorded_by=by.kind,  # type: ignore[arg-type]
         reason=reason,
         status=action_status,
-        intended_at=timezone.now() if action_status == INTENDED else None,
+        intended_at=timezone.now() if action_status == ActionStatus.INTENDED else None,
     )
     # A listed irreversible tool stays irreversible whatever the agent said.
     action.reversible = not items.is_irreversible(action)
@@ -256,7 +254,7 @@ def _record_action(
         )
     action.repeat_of = earlier.id if earlier else None
 
-    op = StateOp.ACTION_INTENDED if action_status == INTENDED else StateOp.ACTION_TAKEN
+    op = StateOp.ACTION_INTENDED if action_status == ActionStatus.INTENDED else StateOp.ACTION_TAKEN
     action, pinned = change_pinned_state(
         ticket=ticket,
         op=op,
@@ -278,7 +276,7 @@ def _record_action(
 
 
 def _held_how(action: ActionItem) -> str:
-    return "reserved and not yet settled" if action.status == INTENDED else "recorded"
+    return "reserved and not yet settled" if action.status == ActionStatus.INTENDED else "recorded"
 
 
 @dataclass(frozen=True)
@@ -296,10 +294,10 @@ def settle_action(
     Settling again with the same status answers the same; with the other status it is refused. An action
     recorded without an intent is already succeeded.
     """
-    if status not in (SUCCEEDED, FAILED):
+    if status not in (ActionStatus.SUCCEEDED, ActionStatus.FAILED):
         raise InvalidInput(f"status {status!r}: settle an intent as succeeded or failed", field="status")
     reason = (reason or "").strip()
-    if status == FAILED and not reason:
+    if status == ActionStatus.FAILED and not reason:
         raise InvalidInput("a failed intent needs a reason (what the tool answered)", field="reason")
     pinned = PinnedState.objects.select_for_update().select_related("ticket__ticket_class").get(ticket=ticket)
     current = pinned.items.find_action(action_id)
@@ -307,12 +305,14 @@ def settle_action(
         raise ActionNotFound(f"no action {action_id!r} on {ticket.ticket_id}", action_id=action_id)
     if current.status == status:
         return ActionSettled(body=_answer(current, pinned), changed=False)
-    if current.status != INTENDED:
+    if current.status != ActionStatus.INTENDED:
         raise ActionAlreadySettled(
             f"action {action_id} is already {current.status}; it cannot become {status}",
             action=current.model_dump(mode="json", exclude={"intended_at"}),
         )
-    new_status: ActionStatus = SUCCEEDED if status == SUCCEEDED else FAILED
+    new_status: ActionStatus = (
+        ActionStatus.SUCCEEDED if status == ActionStatus.SUCCEEDED else ActionStatus.FAILED
+    )
     action, pinned = change_pinned_state(
         ticket=ticket,
         op=StateOp.ACTION_SETTLED,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tickets.models import ActorKind
+from core.vocabulary import ActorKind
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.db.models import F
 
-from tickets.errors import InvalidInput
-from tickets.identity import CatalogError
+from core.errors import InvalidInput
+from core.identity import CatalogError
+from core.tokens import UnknownEncoding, get_encoding
 from tickets.models import TicketClass, TicketClassChange
-from tickets.tokens import UnknownEncoding, get_encoding
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -44,8 +44,9 @@ def _class_settings(ticket_class: TicketClass) -> dict[str, Any]:
 
 
 @transaction.atomic
-def save_ticket_class(*, ticket_class: TicketClass, by: User | None) -> TicketClass:
-    """Create or change a ticket class, audited with its settings before and after.
+def save_ticket_class(*, ticket_class: TicketClass, by: User | None, reason: str = "") -> TicketClass:
+    """Create or change a ticket class, audited with its settings before and after and the `reason`
+    given for it.
 
     Stored token counts stay as they were computed (a turn is never tokenized again); a new budget or
     threshold applies from the next turn of each ticket.
@@ -72,5 +73,7 @@ def save_ticket_class(*, ticket_class: TicketClass, by: User | None) -> TicketCl
         # A new threshold decides which tickets' state alone fills it (one pass over the class's tickets).
         ticket_class.tickets.all().refresh_state_over_threshold()
     if before != after:
-        TicketClassChange.objects.create(ticket_class=ticket_class, actor=by, before=before, after=after)
+        TicketClassChange.objects.create(
+            ticket_class=ticket_class, actor=by, before=before, after=after, reason=reason.strip()
+        )
     return ticket_class

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from tickets.errors import InvalidInput, TicketAlreadyExists
-from tickets.models import (
-    PinnedState,
-    StateChange,
-    StateOp,
-    Ticket,
-    TicketClass,
-    TicketStatus,
-    TicketStatusChange,
-)
+from core.errors import InvalidInput
+from core.state import StateItems, agent_state, items_to_data
+from core.tokens import RequestSize, count_message, state_tokens
+from core.vocabulary import StateOp
+from tickets.errors import TicketAlreadyExists
+from tickets.models import PinnedState, StateChange, Ticket, TicketClass, TicketStatus, TicketStatusChange
 from tickets.services.actors import SYSTEM, Actor
-from tickets.state import StateItems, agent_state, items_to_data
-from tickets.tokens import REPLY_PRIMING_TOKENS, compaction_floor, count_message, state_tokens
 
 
 @transaction.atomic
@@ -41,6 +35,7 @@ def open_ticket(
     )
     opened_tokens = state_tokens(state_json, ticket_class.encoding)
     prompt_tokens = count_message(prompt, ticket_class.encoding)
+    opened = RequestSize(system=prompt_tokens, state=opened_tokens)
     try:
         with transaction.atomic():
             ticket = Ticket.objects.create(
@@ -51,11 +46,8 @@ def open_ticket(
                 system_prompt=prompt,
                 system_prompt_tokens=prompt_tokens,
                 # No turns and no summary yet: the request is the system prompt and the state.
-                context_tokens=prompt_tokens + opened_tokens + REPLY_PRIMING_TOKENS,
-                state_over_threshold=compaction_floor(
-                    system_prompt_tokens=prompt_tokens, state_tokens=opened_tokens
-                )
-                >= ticket_class.threshold_tokens,
+                context_tokens=opened.total,
+                state_over_threshold=opened.fills_threshold(ticket_class.threshold_tokens),
             )
     except IntegrityError:
         raise TicketAlreadyExists(f"ticket {ticket_id} already exists", ticket_id=ticket_id) from None

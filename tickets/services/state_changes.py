@@ -10,11 +10,8 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from tickets import json_edits
-from tickets.errors import InvalidInput, StaleVersion
-from tickets.models import PinnedState, StateChange, StateOp, Ticket
-from tickets.services.actors import SYSTEM, Actor
-from tickets.state import (
+from core.errors import InvalidInput
+from core.state import (
     ITEM_LISTS,
     ActionItem,
     ItemChange,
@@ -24,26 +21,12 @@ from tickets.state import (
     items_to_data,
     state_document,
 )
-from tickets.tokens import compaction_floor, state_frame_tokens, state_item_tokens
-
-# The operations an agent may send to POST .../state/ (actions have their own endpoint).
-AGENT_STATE_OPS = (
-    StateOp.CONSTRAINT_STATED,
-    StateOp.QUESTION_OPENED,
-    StateOp.QUESTION_RESOLVED,
-    StateOp.DECISION_MADE,
-)
-# What a supervisor may do: everything an agent may, plus add a missed action, mark one reversed,
-# and edit a constraint's wording. Nothing is ever removed but a resolved question.
-CORRECTION_OPS = (
-    StateOp.ACTION_ADDED,
-    StateOp.ACTION_REVERSED,
-    StateOp.CONSTRAINT_STATED,
-    StateOp.CONSTRAINT_EDITED,
-    StateOp.QUESTION_OPENED,
-    StateOp.QUESTION_RESOLVED,
-    StateOp.DECISION_MADE,
-)
+from core.tokens import RequestSize, state_frame_tokens, state_item_tokens
+from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
+from tickets import json_edits
+from tickets.errors import StaleVersion
+from tickets.models import PinnedState, StateChange, Ticket
+from tickets.services.actors import SYSTEM, Actor
 
 
 def lock_pinned_state(ticket: Ticket) -> PinnedState:
@@ -153,8 +136,9 @@ def change_pinned_state[T](
     fields: dict[str, Any] = {}
     if delta:
         fields["context_tokens"] = F("context_tokens") + delta
-        floor = compaction_floor(system_prompt_tokens=owner.system_prompt_tokens, state_tokens=pinned.tokens)
-        full = floor >= owner.ticket_class.threshold_tokens
+        full = RequestSize(system=owner.system_prompt_tokens, state=pinned.tokens).fills_threshold(
+            owner.ticket_class.threshold_tokens
+        )
         if full != owner.state_over_threshold:
             fields["state_over_threshold"] = full
     open_since = items.open_intent_since()

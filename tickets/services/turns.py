@@ -6,15 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import InvalidInput
+from core.tokens import count_turn
+from core.vocabulary import THREAD_ROLES, TurnRole
 from tickets.compiled_reads import CompiledRead
-from tickets.errors import IdempotencyKeyReused, InvalidInput
+from tickets.errors import IdempotencyKeyReused
 from tickets.fingerprints import request_fingerprint
-from tickets.models import Ticket, Turn, TurnRole
+from tickets.models import Ticket, Turn
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import hold_key
-from tickets.tokens import count_turn
-
-AGENT_ROLES = (TurnRole.CUSTOMER, TurnRole.AGENT, TurnRole.TOOL_CALL, TurnRole.TOOL_RESULT)
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,8 @@ def append_turn(
     the same key with another body is refused. The same key still in flight waits for it, or with
     `refuse_in_flight` (the API) is refused at once.
     """
-    if role not in AGENT_ROLES:
-        raise InvalidInput(f"role {role!r} is not one of {', '.join(AGENT_ROLES)}", field="role")
+    if role not in THREAD_ROLES:
+        raise InvalidInput(f"role {role!r} is not one of {', '.join(THREAD_ROLES)}", field="role")
     if role == TurnRole.TOOL_CALL and not tool:
         raise InvalidInput("a tool_call turn needs its tool name", field="tool")
     if role in (TurnRole.CUSTOMER, TurnRole.AGENT) and not content:

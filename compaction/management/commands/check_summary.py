@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from compaction.coverage import check_coverage
-from compaction.summary import Summary
+from core.summary import Summary
 
 BAD_INPUT = 2
 SOMETHING_MISSING = 1
@@ -90,7 +90,8 @@ class Command(BaseCommand):
         report = check_coverage(state.model_dump(mode="json"), summary.model_dump(mode="json"))
         out = {
             "covered": [
-                {"id": c["id"], "category": c["category"], "label": c["label"]} for c in report.covered
+                {"id": c["id"], "category": c["category"], "label": c["label"], "by": c["by"]}
+                for c in report.covered
             ],
             "missing": [
                 {"id": m["id"], "category": m["category"], "label": m["label"], "why": m["why"]}

@@ -6,9 +6,10 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from core.vocabulary import StateOp
 from tests.desk.api.conftest import REFUND, post_action, post_state, post_turn, url
 from tickets.accounts import create_agent, create_person, issue_agent_token
-from tickets.models import StateChange, StateOp, Ticket, Turn
+from tickets.models import StateChange, Ticket, Turn
 
 pytestmark = pytest.mark.django_db
 

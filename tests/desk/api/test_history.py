@@ -7,11 +7,12 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from compaction.models import CompactionEvent, CompactionStatus
+from compaction.models import CompactionEvent
+from core.vocabulary import ActorKind, CompactionStatus
 from desk.turns import receive_turn
 from tests.desk.api.conftest import REFUND, post_action, post_state, url
 from tickets.accounts import create_person
-from tickets.models import ActorKind, Ticket, TicketClass
+from tickets.models import Ticket, TicketClass
 from tickets.services.actors import Actor
 from tickets.services.lifecycle import open_ticket, set_ticket_status
 from tickets.services.state_changes import correct_state

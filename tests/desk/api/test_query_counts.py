@@ -7,7 +7,8 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from rest_framework.test import APIClient
 
-from compaction.models import CompactionEvent, CompactionStatus
+from compaction.models import CompactionEvent
+from core.vocabulary import CompactionStatus
 from desk.turns import receive_turn
 from tests.desk.api.conftest import url
 from tickets.accounts import ROLES, create_agent

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from core.vocabulary import ActorKind, StateOp
 from tests.desk.api.conftest import post_state, url
 from tests.factories import chat
-from tickets.models import ActorKind, PinnedState, StateChange, StateOp, Ticket
+from tickets.models import PinnedState, StateChange, Ticket
 
 pytestmark = pytest.mark.django_db
 

@@ -80,3 +80,60 @@ def test_hostile_text_in_a_snapshot_is_escaped(sam: Client, scenario: dict) -> N
     ticket = hostile_ticket()
     html = sam.get(f"/tickets/{ticket.ticket_id}/replay/?turn=4").content.decode()
     assert "<script>window.__pwned" not in html and "&lt;script&gt;" in html
+
+
+def test_the_page_reads_covers_and_missing_from_the_stored_report_where_a_rerun_disagreed(
+    sam: Client,
+) -> None:
+    """ "photo of the damage received" against the open question: the stored report (which knows the item is
+    a question) says answered, so missing; the page once re-ran the match as a constraint and printed
+    "covers Q1" beside the flagged miss. It now shows the report's verdict alone."""
+    from compaction.coverage import check_coverage
+    from compaction.models import CompactionEvent, ContextSnapshot
+    from core.vocabulary import CompactionStatus
+    from tickets.models import TicketClass
+    from tickets.services.lifecycle import open_ticket
+
+    klass = TicketClass.objects.create(slug="photo-case", token_budget=4000)
+    ticket = open_ticket(ticket_id="T-PHOTO", order_id="SU-1", seller_type="marketplace", ticket_class=klass)
+    state = {
+        "actions_taken": [],
+        "customer_constraints": [],
+        "open_questions": [{"id": "Q1", "text": "photo of the damage", "at_turn": 2}],
+        "decisions": [],
+    }
+    summary = {
+        "actions_taken": [],
+        "customer_constraints": [],
+        "open_questions": ["photo of the damage received"],
+        "decisions": [],
+        "narrative": "",
+    }
+    report = check_coverage(state, summary)
+    assert [m["id"] for m in report.missing] == ["Q1"]
+    event = CompactionEvent.objects.create(
+        ticket=ticket,
+        number=1,
+        at_turn=4,
+        status=CompactionStatus.APPLIED,
+        first_replaced_turn=1,
+        last_replaced_turn=3,
+        tokens_before=900,
+        threshold_tokens=800,
+        summary=summary,
+        coverage=report.as_json(),
+        coverage_missing_count=len(report.missing),
+    )
+    ContextSnapshot.objects.create(event=event, messages=[], pinned_state=state, summary=summary)
+
+    html = sam.get("/tickets/T-PHOTO/compactions/1/").content.decode()
+    questions = between(html, 'data-category="open_questions"', "</div>")
+    assert '<li class="missing" data-item="Q1"' in questions
+    assert "photo of the damage received" in questions
+    assert "covers Q1" not in questions
+
+
+def test_the_page_names_the_entry_the_stored_report_says_covered_an_item(sam: Client, scenario: dict) -> None:
+    import_t40118(scenario)
+    html = sam.get("/tickets/T-40118/compactions/2/").content.decode()
+    assert html.count("covers ") >= 3

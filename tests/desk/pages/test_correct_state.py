@@ -6,8 +6,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from core.vocabulary import ActorKind, StateOp
 from tests.browser.desk_data import import_t40118, supervisor
-from tickets.models import ActorKind, PinnedState, StateChange, StateOp, Ticket
+from tickets.models import PinnedState, StateChange, Ticket
 from tickets.services.state_changes import change_state
 
 pytestmark = pytest.mark.django_db

@@ -39,6 +39,32 @@ def test_a_later_budget_change_does_not_move_past_points(sam: Client, scenario: 
     assert "6400" in card and "class now 12800" in card
 
 
+def test_after_a_class_change_each_stretch_of_turns_keeps_its_own_labels(sam: Client, scenario: dict) -> None:
+    """The wide and the narrow chart label turns 1-22 with 8000/6400 and the turn after the change
+    with 6000/3000; the replay of turn 22 says its own budget."""
+    from desk.turns import receive_turn
+    from tickets.models import Ticket
+
+    ticket = import_seed_t40118(scenario, until=22)
+    klass = ticket.ticket_class
+    klass.token_budget, klass.compaction_threshold = 6000, 0.5
+    klass.save()
+    receive_turn(ticket=Ticket.objects.get(pk=ticket.pk), role="customer", content="Any news?")
+    html = sam.get(ticket.get_absolute_url()).content.decode()
+    for svg in ('<svg class="chart"', '<svg class="chart-narrow"'):
+        drawn = html[html.index(svg) :]
+        drawn = drawn[: drawn.index("</svg>")]
+        old = drawn[drawn.index('data-turns="1-22"') :][:600]
+        new = drawn[drawn.index('data-turns="23-23"') :][:600]
+        assert ">budget 8000<" in old and ">threshold 6400<" in old
+        assert ">budget 6000<" in new and ">threshold 3000<" in new
+        assert drawn.count('class="segment-labels"') == 2
+    replay = sam.get(f"/tickets/{ticket.ticket_id}/replay/?turn=22").content.decode()
+    assert 'tokens of <span id="replay-budget">8000</span>' in replay
+    assert 'id="replay-why"' in replay
+    assert 'id="replay-why"' not in sam.get(f"/tickets/{ticket.ticket_id}/replay/?turn=21").content.decode()
+
+
 def test_the_compaction_has_one_figure_on_the_page(sam: Client, scenario: dict) -> None:
     """The chart's drop, the marker and the review read the event's before and after."""
     ticket = import_seed_t40118(scenario)

@@ -64,7 +64,8 @@ def test_queue_row_shows_budget_bar_refunded_total_and_compaction_count(sam: Cli
     assert 'class="bar bar-ok"' in html
     assert "692 / 8000" in html or "/ 8000" in html
     row = html[html.index("T-40118") :]
-    assert '<td class="num">1</td>' in row[: row.index("</tr>")]  # one applied compaction
+    # one applied compaction
+    assert '<td class="num compactions" data-label="Compactions">1</td>' in row[: row.index("</tr>")]
 
 
 def test_search_finds_a_ticket_by_ticket_id_or_order_id(sam: Client, standard_class: TicketClass) -> None:
@@ -155,7 +156,8 @@ def test_the_deferred_flag_shows_while_the_newest_compaction_event_is_a_deferral
     sam: Client, standard_class: TicketClass
 ) -> None:
     """A ticket waiting for its next boundary is flagged; one compacted since its deferral is not."""
-    from compaction.models import CompactionEvent, CompactionStatus
+    from compaction.models import CompactionEvent
+    from core.vocabulary import CompactionStatus
 
     waiting, done = make_tickets(standard_class, 2)
     # Three events per ticket, the other ticket's first: no event id lines up with a ticket id.

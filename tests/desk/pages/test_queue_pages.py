@@ -13,7 +13,8 @@ from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from compaction.models import CompactionEvent, CompactionStatus
+from compaction.models import CompactionEvent
+from core.vocabulary import CompactionStatus
 from desk.pages import queue as queue_reads
 from desk.pages.queue import QueueCount, parse_cursor
 from tests.browser.desk_data import supervisor

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from compaction.models import CompactionEvent, CompactionReview, CompactionStatus
+from compaction.models import CompactionEvent, CompactionReview
+from core.vocabulary import CompactionStatus
 from tests.browser.desk_data import import_seed_t40118, supervisor
 from tickets.models import Ticket, TicketClass
 from tickets.services.lifecycle import open_ticket

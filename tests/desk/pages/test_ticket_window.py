@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from core.vocabulary import ActorKind
 from desk.pages.ticket import (
     AUDIT_WINDOW,
     CHART_MAX_POINTS,
@@ -23,7 +24,7 @@ from desk.pages.ticket import (
 from tests.browser.desk_data import supervisor
 from tests.desk.pages.test_ticket_detail import DETAIL_QUERIES
 from tests.factories import long_ticket
-from tickets.models import ActorKind, RefusedAttempt, Ticket, TicketStatus, Turn
+from tickets.models import RefusedAttempt, Ticket, TicketStatus, Turn
 from tickets.services.actors import Actor
 from tickets.services.lifecycle import set_ticket_status
 from tickets.services.state_changes import change_state

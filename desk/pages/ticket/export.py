@@ -1,0 +1,100 @@
+"""The ticket as one JSON document, each figure as stored when it happened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compaction.models import CompactionEvent
+from tickets.models import StateChange, Ticket, Turn
+
+EXPORT_FORMAT = "sundry-ticket-export/2"
+
+
+def ticket_export(ticket: Ticket) -> dict[str, Any]:
+    """The ticket as one JSON document: its state, turns, compaction events (with their reviews) and
+    state changes, each with the figures stored when it happened (4 queries after the ticket)."""
+    ticket_class = ticket.ticket_class
+    turns = Turn.objects.filter(ticket=ticket).select_related("posted_by").order_by("number")
+    events = CompactionEvent.objects.filter(ticket=ticket).prefetch_related("reviews__by").order_by("number")
+    changes = StateChange.objects.filter(ticket=ticket).select_related("actor").order_by("to_version")
+    return {
+        "format": EXPORT_FORMAT,
+        "ticket": {
+            "ticket_id": ticket.ticket_id,
+            "order_id": ticket.order_id,
+            "seller_type": ticket.seller_type,
+            "status": ticket.status,
+            "ticket_class": ticket_class.slug,
+            "token_budget": ticket_class.token_budget,
+            "threshold_tokens": ticket_class.threshold_tokens,
+            "context_tokens": ticket.context_tokens,
+            "turn_count": ticket.turn_count,
+            "created_at": ticket.created_at,
+            "updated_at": ticket.updated_at,
+        },
+        "state": ticket.pinned_state.agent_json(),
+        "turns": [
+            {
+                "number": t.number,
+                "role": t.role,
+                "content": t.content,
+                "tool": t.tool,
+                "args": t.args,
+                "tool_call_id": t.tool_call_id,
+                "boundary": t.boundary,
+                "tokens": t.tokens,
+                "context_tokens": t.context_tokens,
+                "token_budget": t.token_budget,
+                "threshold_tokens": t.threshold_tokens,
+                "posted_by": t.posted_by.username if t.posted_by else None,
+                "created_at": t.created_at,
+            }
+            for t in turns
+        ],
+        "compactions": [
+            {
+                "number": e.number,
+                "at_turn": e.at_turn,
+                "status": e.status,
+                "reason": e.reason,
+                "replaced_turns": [e.first_replaced_turn, e.last_replaced_turn]
+                if e.first_replaced_turn is not None
+                else None,
+                "tokens_before": e.tokens_before,
+                "tokens_after": e.tokens_after,
+                "threshold_tokens": e.threshold_tokens,
+                "token_budget": e.token_budget,
+                "attempts": e.attempts,
+                "validation_errors": e.validation_errors,
+                "summarizer_backend": e.summarizer_backend,
+                "summarizer_model": e.summarizer_model,
+                "latency_ms": e.latency_ms,
+                "summarizer_input_tokens": e.summarizer_input_tokens,
+                "summarizer_output_tokens": e.summarizer_output_tokens,
+                "cost_usd": str(e.cost_usd),
+                "summary": e.summary,
+                "coverage": e.coverage,
+                "created_at": e.created_at,
+                "reviews": [
+                    {"verdict": r.verdict, "comment": r.comment, "by": r.by.username, "at": r.created_at}
+                    for r in e.reviews.all()
+                ],
+            }
+            for e in events
+        ],
+        "state_changes": [
+            {
+                "op": c.op,
+                "actor_kind": c.actor_kind,
+                "actor": c.actor.username if c.actor else None,
+                "from_version": c.from_version,
+                "to_version": c.to_version,
+                "at_turn": c.at_turn,
+                "thread_turn": c.thread_turn,
+                "reason": c.reason,
+                "change": c.change,
+                "created_at": c.created_at,
+            }
+            for c in changes
+        ],
+    }

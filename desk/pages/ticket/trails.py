@@ -1,0 +1,90 @@
+"""The ticket's trails: its state changes (as diffs of the state before and after) and its status
+changes, newest first and windowed, and the state panel a correction redraws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import OuterRef, Q, Subquery
+
+from desk.pages.diff import DiffLine, change_diff
+from tickets.models import PinnedState, StateChange, Ticket, TicketStatusChange
+
+AUDIT_WINDOW = 20  # state changes
+STATUS_WINDOW = 20  # status changes
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One state change with what it did, as a diff of the state before and after."""
+
+    change: StateChange
+    diff: list[DiffLine]
+
+
+def audit_rows(changes: list[StateChange]) -> list[AuditRow]:
+    return [AuditRow(change=c, diff=change_diff(c.change)) for c in changes]
+
+
+def audit_trail(
+    ticket: Ticket, *, limit: int | None = None, before_version: int | None = None
+) -> list[StateChange]:
+    """The ticket's state changes with their actor, newest first: all of them, or the newest `limit`
+    made before `before_version` (a keyset on the version)."""
+    changes = StateChange.objects.filter(ticket=ticket).select_related("actor").order_by("-to_version")
+    if before_version is not None:
+        changes = changes.filter(to_version__lt=before_version)
+    return list(changes if limit is None else changes[:limit])
+
+
+def status_trail(
+    ticket: Ticket, *, limit: int | None = None, before: int | None = None
+) -> list[TicketStatusChange]:
+    """The ticket's status changes with their actor, newest first: all of them, or the newest `limit`
+    older than the change with id `before` (a keyset on its time and id)."""
+    changes = (
+        TicketStatusChange.objects.filter(ticket=ticket)
+        .select_related("actor")
+        .order_by("-created_at", "-pk")
+    )
+    if before is not None:
+        then = Subquery(
+            TicketStatusChange.objects.filter(pk=before, ticket=OuterRef("ticket")).values("created_at")[:1]
+        )
+        changes = changes.filter(Q(created_at__lt=then) | Q(created_at=then, pk__lt=before))
+    return list(changes if limit is None else changes[:limit])
+
+
+@dataclass(frozen=True)
+class StatePanel:
+    """What a correction changes on the ticket page: the state panel and the header cards beside it."""
+
+    ticket: Ticket
+    state: dict[str, Any]
+    audit: list[AuditRow]
+    audit_older_than: int | None = None
+
+
+def state_panel(ticket: Ticket) -> StatePanel:
+    """The pinned state, the newest of the audit trail and the ticket's current figures, read after a
+    correction."""
+    pinned = PinnedState.objects.select_related("ticket__ticket_class").get(ticket=ticket)
+    changes = audit_trail(ticket, limit=AUDIT_WINDOW + 1)
+    return StatePanel(
+        ticket=pinned.ticket,
+        state=pinned.agent_json(),
+        audit=audit_rows(changes[:AUDIT_WINDOW]),
+        audit_older_than=changes[AUDIT_WINDOW - 1].to_version if len(changes) > AUDIT_WINDOW else None,
+    )
+
+
+def changes_since(ticket: Ticket, version: int) -> list[StateChange]:
+    """Changes made after `version`: what a stale editor did not see."""
+    return list(
+        StateChange.objects.filter(ticket=ticket, from_version__gte=version)
+        .select_related("actor")
+        .defer("change")
+        .order_by("to_version")
+    )
