@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tickets', '0013_state_over_threshold_flag'),
+        ('tickets', '0014_h25_class_change_reason'),
     ]
 
     operations = [
