@@ -68,6 +68,14 @@ class CompactionEvent(models.Model):
     )
     started_at = models.DateTimeField(null=True, blank=True, help_text="When the summarizer call began.")
     finished_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text=(
+            "Until when the claim is somebody's: the worker it was queued for (pending) or the run that took it "
+            "(running). Past it, the next boundary (or a worker) retakes it."
+        ),
+    )
 
     objects = CompactionEventQuerySet.as_manager()
 

@@ -49,8 +49,18 @@ SUMMARY_ESTIMATE_TOKENS = 300
 # failure in a row, counted in turns or in time, whichever comes first.
 BACKOFF_TURNS = 4
 BACKOFF_SECONDS = 60
-# A claimed compaction whose run started this long ago and never finished (a killed worker) may be retaken.
+# A running event with no lease (written before leases existed) is abandoned this long after it started.
 STALE_RUN = timedelta(minutes=5)
+
+
+def abandoned(event: CompactionEvent) -> bool:
+    """A running compaction whose run is gone (killed, out of memory): its lease expired, so it may be retaken."""
+    if event.status != CompactionStatus.RUNNING:
+        return False
+    now = timezone.now()
+    if event.lease_expires_at is not None:
+        return event.lease_expires_at < now
+    return event.started_at is None or event.started_at < now - STALE_RUN
 
 
 @dataclass(frozen=True)
@@ -237,6 +247,11 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
         return Decision(
             PolicyOutcome(status=TurnOutcome.QUEUED, event=queued), claimed=queued, run_now=over_budget
         )
+    if running is not None and abandoned(running) and (boundary or over_budget):
+        # Its run is gone (the lease expired): this boundary retakes it, inline or queued again for a worker.
+        return Decision(
+            PolicyOutcome(status=TurnOutcome.QUEUED, event=running), claimed=running, run_now=over_budget
+        )
     if running is not None and not over_budget:
         # A run is under way; it will bring the request down. Boundaries after it claim anew once it is done.
         return Decision(PolicyOutcome(status=TurnOutcome.QUEUED, event=running))
@@ -287,19 +302,22 @@ def summarizer_cost(ticket_class: TicketClass, input_tokens: int, output_tokens:
     ) / MILLION
 
 
-def _take(event_pk: int) -> CompactionEvent | None:
-    """Move a queued event to running; None when another run has it (or it has finished).
+def _take(event_pk: int, deadline_seconds: float) -> CompactionEvent | None:
+    """Move a queued event to running under a lease; None when another run holds it (or it has finished).
 
-    A run that started long ago and never finished (a killed worker) may be taken over.
+    A running event whose lease expired (its run was killed) is taken over. The lease covers the
+    summarizer's deadline plus a grace for reading and applying, so a live run never loses it.
     """
     now = timezone.now()
+    lease = timedelta(seconds=deadline_seconds + settings.SUNDRY_COMPACTION_LEASE_GRACE_SECONDS)
     taken = (
         CompactionEvent.objects.filter(pk=event_pk)
         .filter(
             Q(status=CompactionStatus.PENDING)
-            | Q(status=CompactionStatus.RUNNING, started_at__lt=now - STALE_RUN)
+            | Q(status=CompactionStatus.RUNNING, lease_expires_at__lt=now)
+            | Q(status=CompactionStatus.RUNNING, lease_expires_at=None, started_at__lt=now - STALE_RUN)
         )
-        .update(status=CompactionStatus.RUNNING, started_at=now)
+        .update(status=CompactionStatus.RUNNING, started_at=now, lease_expires_at=now + lease)
     )
     if not taken:
         return None
@@ -344,15 +362,28 @@ def _summarize(
 
 def run_compaction(*, event_pk: int, deadline_seconds: float | None = None) -> CompactionEvent:
     """Steps 2 and 3 for a claimed event. Call with no transaction open: the summarizer call holds nothing."""
-    event = _take(event_pk)
+    deadline = deadline_seconds or settings.SUNDRY_COMPACTION_DEADLINE_SECONDS
+    event = _take(event_pk, deadline)
     if event is None:
         return CompactionEvent.objects.get(pk=event_pk)
     try:
-        return _run(event, deadline_seconds or settings.SUNDRY_COMPACTION_DEADLINE_SECONDS)
-    except Exception as exc:  # a crash must leave a failed event, never a claim that blocks the ticket
+        return _run(event, deadline)
+    except BaseException as exc:
+        # A crash, or the process told to exit (gunicorn's worker timeout raises SystemExit, Ctrl-C raises
+        # KeyboardInterrupt): a failed event, never a claim left `running`. A kill the process cannot see
+        # (SIGKILL) leaves the lease, which expires.
         logger.exception("compaction %s of %s crashed", event.number, event.ticket)
         event.validation_errors = [*event.validation_errors, f"crashed: {type(exc).__name__}: {exc}"]
-        return _finish(event, CompactionStatus.FAILED, "the compaction crashed", ["validation_errors"])
+        try:
+            failed = _finish(event, CompactionStatus.FAILED, "the compaction crashed", ["validation_errors"])
+        except Exception:
+            logger.exception(
+                "compaction %s of %s: the failure could not be recorded", event.number, event.ticket
+            )
+            raise exc from None
+        if not isinstance(exc, Exception):
+            raise
+        return failed
 
 
 def _run(event: CompactionEvent, deadline_seconds: float) -> CompactionEvent:

@@ -7,9 +7,14 @@ that returns a missing field or bad JSON produces a failed attempt, not a worse 
 from __future__ import annotations
 
 import re
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import httpx2 as httpx  # the HTTP client of the pinned openai client (its fork of httpx)
+import openai  # at import, not in the first call: loading it takes seconds, inside no compaction's deadline
 from django.conf import settings
 
 from core.summary import (
@@ -115,21 +120,86 @@ class ExtractiveSummarizer:
         return SummarizerReply(text=summary.model_dump_json())
 
 
+class _DeadlineStream(httpx.SyncByteStream):
+    """A response body that stops at the deadline, however slowly the server sends it (one byte every
+    few seconds after its 200 never trips a per-read timeout)."""
+
+    def __init__(self, stream: httpx.SyncByteStream, deadline: float) -> None:
+        self._stream = stream
+        self._deadline = deadline
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._stream:
+            if time.monotonic() > self._deadline:
+                raise httpx.ReadTimeout("the compaction deadline passed while the body was arriving")
+            yield chunk
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+class _DeadlineTransport(httpx.HTTPTransport):
+    def __init__(self, deadline: float) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if time.monotonic() > self._deadline:
+            raise httpx.ConnectTimeout("the compaction deadline passed before the request was sent")
+        response = super().handle_request(request)
+        assert isinstance(response.stream, httpx.SyncByteStream)
+        response.stream = _DeadlineStream(response.stream, self._deadline)
+        return response
+
+
+def within(seconds: float, call: Callable[[], SummarizerReply], *, what: str) -> SummarizerReply:
+    """`call()`'s reply if it comes within `seconds` of wall-clock time, else SummarizerError at once.
+
+    The call runs in a daemon thread and is abandoned at the deadline (connect, headers and body alike:
+    a server that hangs or drip-feeds cannot hold the caller); it holds nothing of ours (no transaction,
+    no lock), and its own transport stops it soon after.
+    """
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["reply"] = call()
+        except BaseException as exc:  # handed to the caller's thread, which decides
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="summarizer-call", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise SummarizerError(f"{what} timed out: no complete answer within the {seconds:.1f}s deadline")
+    if "error" in outcome:
+        raise outcome["error"]
+    reply: SummarizerReply = outcome["reply"]
+    return reply
+
+
 class OpenAISummarizer:
     """Any OpenAI-compatible chat-completions server, through the official client.
 
     The client reads OPENAI_BASE_URL and OPENAI_API_KEY; the model comes from the ticket class.
     Retries are the compaction service's (each one is an attempt on the event), not the client's.
+    `timeout` is wall-clock time for the whole call (connect, headers and body), not per read.
     """
 
     backend = "openai"
 
     def summarize(self, request: SummaryRequest, *, timeout: float) -> SummarizerReply:
-        import openai
-
         timeout = min(timeout, settings.SUNDRY_SUMMARIZER_TIMEOUT_SECONDS)
+        deadline = time.monotonic() + timeout
+        return within(timeout, lambda: self._call(request, timeout, deadline), what="summarizer")
+
+    def _call(self, request: SummaryRequest, timeout: float, deadline: float) -> SummarizerReply:
         try:
-            client = openai.OpenAI(timeout=timeout, max_retries=0)
+            client = openai.OpenAI(
+                timeout=timeout,
+                max_retries=0,
+                http_client=httpx.Client(transport=_DeadlineTransport(deadline), timeout=timeout),
+            )
         except openai.OpenAIError as exc:  # e.g. no OPENAI_API_KEY in the environment
             raise SummarizerError(f"OpenAI client not configured: {exc}") from exc
         try:
@@ -151,6 +221,8 @@ class OpenAISummarizer:
             raise SummarizerError(f"summarizer call failed: {type(exc).__name__}: {exc}") from exc
         except Exception as exc:  # an edge we do not own: a body that is not JSON at all, say
             raise SummarizerError(f"summarizer reply unreadable: {type(exc).__name__}: {exc}") from exc
+        finally:
+            client.close()
         return _reply_of(completion)
 
 

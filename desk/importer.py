@@ -1,24 +1,32 @@
 """The `sundry-ticket/1` import format: parse and validate a whole file first, then write ticket by ticket.
 
-Each ticket is written in one transaction, through the same services a live agent uses, so an
-imported ticket is compacted exactly as it would have been live. A malformed file writes nothing.
+A file is first checked: every ticket written in one transaction that is rolled back, compaction skipped
+(compaction never decides whether an event is accepted), so a refusal of syntax or meaning writes nothing.
+Then each ticket is written as a live agent would write it: turn by turn through `receive_turn`, each turn
+its own durable transaction, its compaction after the commit with no transaction open, so an imported
+ticket is compacted exactly as it would have been live and no summarizer call holds a row lock.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from django.conf import settings
 from django.db import transaction
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from rest_framework import exceptions as drf_exceptions
 
 from core.errors import DeskError
 from core.identity import CatalogError, ToolCatalog, default_irreversible_tools, default_money_tools
 from core.state import Provenance
 from core.vocabulary import IMPORT_EVENT_OPS, THREAD_ROLES, StateOp, SummarizerBackend, TurnOutcome, TurnRole
-from desk.turns import receive_turn
+from desk.api.parsers import loads_strict
+from desk.turns import TurnReceived, receive_turn, rehearse_turn
 from tickets.errors import RepeatRefused, describe_validation_error
 from tickets.models import TicketClass, Turn
 from tickets.services.actions import record_action
@@ -116,30 +124,43 @@ class TicketImported:
         )
 
 
-def parse_documents(text: str, *, source: str) -> list[dict[str, Any]]:
-    """A file holds one ticket object, a list of them, or JSON Lines."""
-    stripped = text.strip()
-    if not stripped:
-        raise ImportFileError(f"{source}: the file is empty")
+def _strict(text: str, where: str) -> Any:
+    """The API's parser (duplicate keys, NaN/Infinity, numbers past 64 bits refused), errors as ImportFileError,
+    and a nesting limit, so no input ends in a traceback."""
     try:
-        data = json.loads(stripped)
-    except json.JSONDecodeError as whole_error:
-        lines = [line for line in stripped.splitlines() if line.strip()]
-        if len(lines) < 2:
-            raise ImportFileError(
-                f"{source}: not valid JSON: {whole_error.msg} at line {whole_error.lineno} column {whole_error.colno}"
-            ) from None
-        docs = []
-        for number, line in enumerate(stripped.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                docs.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ImportFileError(
-                    f"{source}: not valid JSON (nor JSON Lines): line {number}: {exc.msg} at column {exc.colno}"
-                ) from None
-        data = docs
+        data = loads_strict(text)
+    except drf_exceptions.ValidationError as exc:
+        detail = exc.detail
+        if isinstance(detail, dict):
+            field, messages = next(iter(detail.items()))
+            message = messages[0] if isinstance(messages, list) and messages else messages
+            raise ImportFileError(f"{where}: {field}: {message}") from None
+        raise ImportFileError(f"{where}: {detail}") from None
+    except drf_exceptions.ParseError as exc:
+        raise ImportFileError(f"{where}: {str(exc.detail).replace('the body is ', '')}") from None
+    deepest = _too_deep(data, settings.SUNDRY_IMPORT_MAX_DEPTH)
+    if deepest is not None:
+        raise ImportFileError(
+            f"{where}: {deepest or 'the document'} is nested deeper than {settings.SUNDRY_IMPORT_MAX_DEPTH} levels"
+        )
+    return data
+
+
+def _too_deep(data: Any, limit: int) -> str | None:
+    """The path of the first value nested deeper than `limit`, or None; iterative, whatever the depth."""
+    pending: list[tuple[str, Any, int]] = [("", data, 0)]
+    while pending:
+        path, value, depth = pending.pop()
+        if isinstance(value, dict | list) and depth >= limit:
+            return path
+        if isinstance(value, dict):
+            pending.extend((f"{path}.{key}" if path else key, item, depth + 1) for key, item in value.items())
+        elif isinstance(value, list):
+            pending.extend((f"{path}[{index}]", item, depth + 1) for index, item in enumerate(value))
+    return None
+
+
+def _objects(data: Any, source: str) -> list[dict[str, Any]]:
     documents = data if isinstance(data, list) else [data]
     for index, doc in enumerate(documents):
         if not isinstance(doc, dict):
@@ -149,28 +170,100 @@ def parse_documents(text: str, *, source: str) -> list[dict[str, Any]]:
     return documents
 
 
+def _is_one_object(line: str) -> bool:
+    """The first line of JSON Lines is a whole object by itself; the first line of a pretty-printed one is not."""
+    stripped = line.strip()
+    if not stripped.startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(stripped), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _line_documents(lines: Iterable[str], source: str) -> Iterator[dict[str, Any]]:
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        doc = _strict(line, f"{source}: line {number}")
+        if not isinstance(doc, dict):
+            raise ImportFileError(f"{source}: line {number} is a {type(doc).__name__}, not a JSON object")
+        yield doc
+
+
+def parse_documents(text: str, *, source: str) -> list[dict[str, Any]]:
+    """A file holds one ticket object, a list of them, or JSON Lines."""
+    stripped = text.strip()
+    if not stripped:
+        raise ImportFileError(f"{source}: the file is empty")
+    lines = stripped.splitlines()
+    if len(lines) > 1 and _is_one_object(lines[0]):
+        return list(_line_documents(lines, source))
+    return _objects(_strict(stripped, source), source)
+
+
+def validate_document(doc: dict[str, Any], *, source: str, index: int) -> ImportTicket:
+    label = doc.get("ticket_id") or f"#{index + 1} (no ticket_id)"
+    try:
+        return ImportTicket.model_validate(doc)
+    except ValidationError as exc:
+        raise ImportFileError(f"{source}: ticket {label}: {describe_validation_error(exc)}") from None
+
+
 def validate_documents(documents: list[dict[str, Any]], *, source: str) -> list[ImportTicket]:
-    tickets = []
-    for index, doc in enumerate(documents):
-        label = doc.get("ticket_id") or f"#{index + 1} (no ticket_id)"
-        try:
-            tickets.append(ImportTicket.model_validate(doc))
-        except ValidationError as exc:
-            raise ImportFileError(f"{source}: ticket {label}: {describe_validation_error(exc)}") from None
+    return list(
+        _unique((validate_document(d, source=source, index=i) for i, d in enumerate(documents)), source)
+    )
+
+
+def _unique(tickets: Iterable[ImportTicket], source: str) -> Iterator[ImportTicket]:
     seen: set[str] = set()
     for ticket in tickets:
         if ticket.ticket_id in seen:
             raise ImportFileError(f"{source}: ticket {ticket.ticket_id}: appears twice in the file")
         seen.add(ticket.ticket_id)
-    return tickets
+        yield ticket
+
+
+def iter_tickets(path: Path) -> Iterator[ImportTicket]:
+    """The file's tickets one at a time: JSON Lines are read and validated line by line (memory holds one
+    ticket, not the file); a single object or a list is read whole, under the size limit."""
+    source = str(path)
+    limit = settings.SUNDRY_IMPORT_MAX_BYTES
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise ImportFileError(f"{source}: cannot read: {exc}") from None
+    if size > limit:
+        raise ImportFileError(
+            f"{source}: the file is {size} bytes, over the {limit}-byte limit (SUNDRY_IMPORT_MAX_BYTES); "
+            "split it into several files"
+        )
+    try:
+        with path.open(encoding="utf-8") as handle:
+            first = ""
+            for first in handle:
+                if first.strip():
+                    break
+            if not first.strip():
+                raise ImportFileError(f"{source}: the file is empty")
+            second = handle.readline()
+            while second and not second.strip():
+                second = handle.readline()
+            if second and _is_one_object(first):
+                lines = chain([first, second], handle)
+                docs: Iterable[dict[str, Any]] = _line_documents(lines, source)
+            else:
+                docs = _objects(_strict(first + second + handle.read(), source), source)
+            yield from _unique(
+                (validate_document(doc, source=source, index=i) for i, doc in enumerate(docs)), source
+            )
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportFileError(f"{source}: cannot read: {exc}") from None
 
 
 def load_file(path: Path) -> list[ImportTicket]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ImportFileError(f"{path}: cannot read: {exc}") from None
-    return validate_documents(parse_documents(text, source=str(path)), source=str(path))
+    return list(iter_tickets(path))
 
 
 def resolve_class(spec: str | ImportClass) -> TicketClass:
@@ -208,9 +301,45 @@ def resolve_class(spec: str | ImportClass) -> TicketClass:
     return TicketClass.objects.create(**fields)
 
 
-@transaction.atomic
-def import_ticket(doc: ImportTicket, *, by: Actor = SYSTEM, source: str = "") -> TicketImported:
-    """Write one ticket, turn by turn, with its events, as a live agent would have. All or nothing."""
+class _RolledBack(Exception):
+    pass
+
+
+def check_tickets(docs: Iterable[ImportTicket], *, by: Actor = SYSTEM, source: str = "") -> None:
+    """Write `docs` in one transaction that is rolled back, compaction skipped: ImportFileError at the first
+    refusal, and the database as it was either way."""
+    try:
+        with transaction.atomic(durable=True):
+            for doc in docs:
+                _write(doc, by=by, source=source, mode="check")
+            raise _RolledBack
+    except _RolledBack:
+        pass
+
+
+def import_ticket(
+    doc: ImportTicket, *, by: Actor = SYSTEM, source: str = "", checked: bool = False
+) -> TicketImported:
+    """Write one ticket, turn by turn, with its events, as a live agent would have.
+
+    Checked first (`checked=True` when the caller checked it with its file), so a refusal writes nothing;
+    then each turn commits on its own and its compaction runs after the commit.
+    """
+    if not checked:
+        check_tickets([doc], by=by, source=source)
+    return _write(doc, by=by, source=source, mode="live")
+
+
+def import_ticket_rolled_back(doc: ImportTicket, *, by: Actor = SYSTEM, source: str = "") -> TicketImported:
+    """Write one ticket, compactions included, inside the caller's transaction, which the caller rolls back
+    (the evals measure a compaction and leave nothing). The summarizer runs in that transaction: only on a
+    ticket no other session can see."""
+    return _write(doc, by=by, source=source, mode="rehearsal")
+
+
+def _write(
+    doc: ImportTicket, *, by: Actor, source: str, mode: Literal["check", "live", "rehearsal"]
+) -> TicketImported:
     prefix = f"{source}: " if source else ""
     report = TicketImported(ticket_id=doc.ticket_id)
     try:
@@ -242,18 +371,23 @@ def import_ticket(doc: ImportTicket, *, by: Actor = SYSTEM, source: str = "") ->
                     report=report,
                 )
 
+        fields: dict[str, Any] = {
+            "ticket": ticket,
+            "role": turn_doc.role,
+            "content": turn_doc.content,
+            "tool": turn_doc.tool,
+            "args": turn_doc.args,
+            "tool_call_id": turn_doc.tool_call_id,
+            "boundary": turn_doc.boundary,
+            "extra": turn_doc.model_extra or {},
+            "with_turn": apply_events,
+            "by": by,
+        }
         try:
-            received = receive_turn(
-                ticket=ticket,
-                role=turn_doc.role,
-                content=turn_doc.content,
-                tool=turn_doc.tool,
-                args=turn_doc.args,
-                tool_call_id=turn_doc.tool_call_id,
-                boundary=turn_doc.boundary,
-                extra=turn_doc.model_extra or {},
-                with_turn=apply_events,
-                by=by,
+            received: TurnReceived = (
+                receive_turn(**fields)
+                if mode == "live"
+                else rehearse_turn(**fields, compact=mode == "rehearsal")
             )
         except DeskError as exc:
             field = exc.detail.get("field")

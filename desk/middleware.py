@@ -1,5 +1,6 @@
-"""Last-resort answers: for the API, JSON when the database is unreachable (503) or a bug escapes (500);
-for the pages, the desk's own 404 page (in development too)."""
+"""Last-resort answers: for the API, JSON when the database is unreachable (503), a bug escapes (500), the request
+is malformed or its Host is not ours (400), or nothing is there (404), whatever Django produced them; for the
+pages, the desk's own 404 page (in development too)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.views.defaults import bad_request as django_bad_request
 from django.views.defaults import server_error as django_server_error
 
 from tickets import telemetry
@@ -23,7 +25,8 @@ DATABASE_RETRY_AFTER_SECONDS = 5
 
 
 def is_api(request: HttpRequest) -> bool:
-    return request.path.startswith(API_PREFIX)
+    """Under /api/, however many slashes lead (`//api/v1/...` is the API's too)."""
+    return ("/" + request.path.lstrip("/")).startswith(API_PREFIX)
 
 
 def database_unavailable() -> JsonResponse:
@@ -51,12 +54,22 @@ class TraceContextMiddleware:
 
 
 class ApiErrorsMiddleware:
-    """An API request whose database is down is answered 503 in JSON, not Django's HTML 500 page."""
+    """An API request whose database is down is answered 503 in JSON, not Django's HTML 500 page; a chunked
+    body is refused with 411 (never read as empty)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if is_api(request) and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            # Behind a WSGI server a chunked body has no CONTENT_LENGTH and reads as empty: refuse it instead.
+            return JsonResponse(
+                {
+                    "error": "length_required",
+                    "message": "send the body with a Content-Length; chunked request bodies are not accepted",
+                },
+                status=411,
+            )
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
@@ -86,7 +99,13 @@ class PageNotFoundMiddleware:
 def page_not_found(
     request: HttpRequest, exception: Exception | None = None, template_name: str = "404.html"
 ) -> HttpResponse:
-    """handler404 and the pages' 404: the desk's page, with the ticket asked for when there was one."""
+    """handler404 and the pages' 404: JSON under /api/ (`//api/...` included); elsewhere the desk's page, with
+    the ticket asked for when there was one."""
+    if is_api(request):
+        return JsonResponse(
+            {"error": "not_found", "message": f"nothing at {request.path[:200]}; the API is under /api/v1/"},
+            status=404,
+        )
     kwargs = request.resolver_match.kwargs if request.resolver_match else {}
     asked = str(kwargs.get("ticket_id", ""))[:64]
     return render(
@@ -108,6 +127,19 @@ def server_error(request: HttpRequest, template_name: str = "500.html") -> HttpR
             status=500,
         )
     return django_server_error(request, template_name)
+
+
+def bad_request(request: HttpRequest, exception: Exception, template_name: str = "400.html") -> HttpResponse:
+    """handler400 (a Host not in ALLOWED_HOSTS, a malformed request): JSON under /api/, Django's page elsewhere."""
+    if is_api(request):
+        return JsonResponse(
+            {
+                "error": "bad_request",
+                "message": "the request is malformed or names a host this desk does not serve",
+            },
+            status=400,
+        )
+    return django_bad_request(request, exception, template_name)
 
 
 def client_address(request: HttpRequest) -> str | None:

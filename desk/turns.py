@@ -1,10 +1,14 @@
 """A turn arriving: the one place to read what happens when an agent (or the importer) posts a turn.
 
-1. In one short transaction: append the turn (tickets), apply what happens with it (the importer's
-   state events), and run the compaction policy (compaction), which may claim a compaction.
+1. In one short, durable transaction (`transaction.atomic(durable=True)`: no caller can wrap it, so no
+   caller can hold a lock while a model thinks): append the turn (tickets), apply what happens with it
+   (the importer's state events), and run the compaction policy (compaction), which may claim a compaction.
 2. After commit: a worker backend gets the claim queued (`transaction.on_commit`); the immediate
    backend, or the hard ceiling whatever the backend, runs it now, with no transaction open, inside
    the compaction deadline, so the turn answer reports what it did.
+
+`rehearse_turn` is the one exception, for writes that are rolled back (the importer's validation pass,
+the evals): the same steps inside the caller's transaction, on a ticket no other session can see.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.tasks import task_backends
 from django.tasks.backends.immediate import ImmediateBackend
 
@@ -73,7 +77,79 @@ def receive_turn(
     `refuse_in_flight` (the API): a retry whose Idempotency-Key is still being processed is refused at once
     rather than waiting to be replayed.
     """
-    with transaction.atomic():
+    return _receive(
+        durable=True,
+        ticket=ticket,
+        role=role,
+        content=content,
+        tool=tool,
+        args=args,
+        tool_call_id=tool_call_id,
+        boundary=boundary,
+        extra=extra,
+        idempotency_key=idempotency_key,
+        with_turn=with_turn,
+        by=by,
+        refuse_in_flight=refuse_in_flight,
+    )
+
+
+def rehearse_turn(
+    *,
+    ticket: Ticket,
+    role: str,
+    content: str = "",
+    tool: str = "",
+    args: dict[str, Any] | None = None,
+    tool_call_id: str = "",
+    boundary: str = "",
+    extra: dict[str, Any] | None = None,
+    with_turn: Callable[[Turn], None] | None = None,
+    by: Actor = SYSTEM,
+    compact: bool = True,
+) -> TurnReceived:
+    """`receive_turn` inside the caller's transaction, which the caller rolls back: a rehearsal.
+
+    Only for a ticket opened in that same transaction (no other session sees its rows, so none waits on its
+    locks). `compact=False` skips the policy (the importer's validation pass: compaction never decides whether
+    an event is accepted); otherwise a due compaction runs inline, in the transaction.
+    """
+    if not connection.in_atomic_block:
+        raise RuntimeError("rehearse_turn runs inside a transaction its caller rolls back; use receive_turn")
+    return _receive(
+        durable=False,
+        ticket=ticket,
+        role=role,
+        content=content,
+        tool=tool,
+        args=args,
+        tool_call_id=tool_call_id,
+        boundary=boundary,
+        extra=extra,
+        with_turn=with_turn,
+        by=by,
+        compact=compact,
+    )
+
+
+def _receive(
+    *,
+    durable: bool,
+    ticket: Ticket,
+    role: str,
+    content: str,
+    tool: str,
+    args: dict[str, Any] | None,
+    tool_call_id: str,
+    boundary: str,
+    extra: dict[str, Any] | None,
+    with_turn: Callable[[Turn], None] | None,
+    by: Actor,
+    idempotency_key: str = "",
+    refuse_in_flight: bool = False,
+    compact: bool = True,
+) -> TurnReceived:
+    with transaction.atomic(durable=durable):
         appended = append_turn(
             ticket=ticket,
             role=role,
@@ -91,24 +167,31 @@ def receive_turn(
             return _replayed(ticket, appended.turn)
         if with_turn is not None:
             with_turn(appended.turn)
+        if not compact:
+            return _received(ticket, appended.turn, PolicyOutcome(status=TurnOutcome.NOT_DUE))
         decision = decide(ticket=ticket, turn=appended.turn)
-        inline = compaction_runs_inline()
+        # A rehearsal runs its compactions in its own transaction: a worker would never see the claim.
+        inline = compaction_runs_inline() or not durable
         if decision.claimed is not None and not decision.run_now and not inline:
             event_pk = decision.claimed.pk
             transaction.on_commit(lambda: compact_ticket_task.enqueue(event_pk=event_pk))
 
     outcome = decision.outcome
     if decision.claimed is not None and (decision.run_now or inline):
-        if inline:
+        if inline and durable:
             compact_ticket_task.enqueue(event_pk=decision.claimed.pk)
         else:
             compact_ticket_task.call(event_pk=decision.claimed.pk)
         event = CompactionEvent.objects.get(pk=decision.claimed.pk)
         outcome = PolicyOutcome(status=TurnOutcome.of_event(event.status), event=event)
         ticket.context_tokens = Ticket.objects.values_list("context_tokens", flat=True).get(pk=ticket.pk)
+    return _received(ticket, appended.turn, outcome)
+
+
+def _received(ticket: Ticket, turn: Turn, outcome: PolicyOutcome) -> TurnReceived:
     ticket_class = ticket.ticket_class
     return TurnReceived(
-        turn=appended.turn,
+        turn=turn,
         context_tokens=ticket.context_tokens,
         threshold_tokens=ticket_class.threshold_tokens,
         token_budget=ticket_class.token_budget,

@@ -30,7 +30,7 @@ from core.policy import TurnInfo, complete_prefix
 from core.state import MONEY_TOTALS
 from core.tokens import RequestSize, count_message, state_message, turn_text
 from core.vocabulary import CompactionStatus, SummarizerBackend
-from desk.importer import ImportClass, ImportFileError, ImportTicket, import_ticket
+from desk.importer import ImportClass, ImportFileError, ImportTicket, import_ticket_rolled_back
 from evals.baseline import baseline_messages, baseline_summary, rolling_summary
 from evals.cost import Prices, TicketCost, summed, ticket_cost
 from evals.facts import CATEGORIES, FactCheck, check_baseline, check_facts, expected_facts
@@ -739,7 +739,7 @@ def evaluate_ticket(doc: ImportTicket, *, source: str, options: EvalOptions) -> 
             ticket_id = doc.ticket_id
             if Ticket.objects.filter(ticket_id=ticket_id).exists():  # already in the real database
                 ticket_id = f"eval~{ticket_id}"[:64]
-            imported = import_ticket(
+            imported = import_ticket_rolled_back(
                 doc.model_copy(update={"ticket_id": ticket_id, "ticket_class": ticket_class.slug}),
                 source=source,
             )

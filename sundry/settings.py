@@ -72,10 +72,12 @@ SECRET_KEY = env_str("SECRET_KEY")
 if PRODUCTION:
     if not SECRET_KEY:
         raise ImproperlyConfigured("SUNDRY_ENV=production needs SECRET_KEY")
-    if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
+    # Django's own deploy check wants 50 characters and 5 distinct ones (so `abcde` x 10 passes it); the desk
+    # wants 12 distinct, and never the key `startproject` generated (its `django-insecure-` prefix).
+    if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 12 or SECRET_KEY.startswith("django-insecure-"):
         raise ImproperlyConfigured(
-            "SUNDRY_ENV=production needs a SECRET_KEY of at least 50 characters (5 or more distinct), e.g. "
-            "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+            "SUNDRY_ENV=production needs a SECRET_KEY of at least 50 characters (12 or more distinct, not "
+            "Django's generated django-insecure- key), e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
         )
     if DEBUG:
         raise ImproperlyConfigured("SUNDRY_ENV=production refuses to start with DEBUG on")
@@ -83,6 +85,8 @@ elif not SECRET_KEY:
     SECRET_KEY = "sundry-development-only-key-not-for-production"
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "testserver"])
+if PRODUCTION and "*" in ALLOWED_HOSTS:
+    raise ImproperlyConfigured("SUNDRY_ENV=production refuses ALLOWED_HOSTS='*': name the desk's host names")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -125,8 +129,9 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-# Login throttling (django-axes): failures are counted per account and, separately, per client address;
-# at the limit that account (or address) is refused with templates/registration/locked_out.html (429)
+# Login throttling (django-axes): failures are counted per account *and* client address together, so guesses
+# at one account from one address never lock another account out (nor the account from elsewhere); at the
+# limit that account from that address is refused with templates/registration/locked_out.html (429)
 # (desk.middleware.locked_out)
 # until the cool-off has passed since the last failure.
 AUTHENTICATION_BACKENDS = [
@@ -135,7 +140,7 @@ AUTHENTICATION_BACKENDS = [
 ]
 AXES_FAILURE_LIMIT = env_int("SUNDRY_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("SUNDRY_LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_LOCKOUT_CALLABLE = "desk.middleware.locked_out"
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_RESET_ON_SUCCESS = True
@@ -227,11 +232,20 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
-# Failed API token authentications: after this many from one client address, 429 until the cool-off ends.
+# Failed API token authentications: after this many for one token prefix (a token with it exists) or, for keys
+# no token has, one client address, 429 until the cool-off ends (counted in the database: every worker agrees).
+# A valid token is never refused.
 SUNDRY_API_AUTH_FAILURE_LIMIT = env_int("SUNDRY_API_AUTH_FAILURE_LIMIT", 20)
 SUNDRY_API_AUTH_COOLOFF_SECONDS = env_int("SUNDRY_API_AUTH_COOLOFF_SECONDS", 300)
 # How many proxies in front of the desk append to X-Forwarded-For (0: use the connection's address).
 SUNDRY_TRUSTED_PROXIES = env_int("SUNDRY_TRUSTED_PROXIES", 0)
+
+# The importer's limits: a larger file, or a document nested deeper, is refused with a clear error.
+SUNDRY_IMPORT_MAX_BYTES = env_int("SUNDRY_IMPORT_MAX_BYTES", 64 * 1024 * 1024)
+SUNDRY_IMPORT_MAX_DEPTH = env_int("SUNDRY_IMPORT_MAX_DEPTH", 32)
+
+# Where `load_demo` (development only) keeps the demo agent's token, so `make run` prints the same one each time.
+SUNDRY_DEMO_TOKEN_FILE = env_str("SUNDRY_DEMO_TOKEN_FILE", str(VAR_DIR / "demo-agent-token"))
 
 # Largest request body the desk accepts (the API answers 413 above it).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SUNDRY_MAX_BODY_BYTES", 256 * 1024)
@@ -274,6 +288,12 @@ SUNDRY_SUMMARIZER_TIMEOUT_SECONDS = env_float("SUNDRY_SUMMARIZER_TIMEOUT_SECONDS
 SUNDRY_COMPACTION_DEADLINE_SECONDS = env_float("SUNDRY_COMPACTION_DEADLINE_SECONDS", 10.0)
 if SUNDRY_COMPACTION_DEADLINE_SECONDS <= 0:
     raise ImproperlyConfigured("SUNDRY_COMPACTION_DEADLINE_SECONDS must be a positive number of seconds")
+# A running compaction is a lease: its run holds it for the deadline plus this grace (reading and applying);
+# past it, the next boundary retakes it (inline, or queued again for a worker). A process killed mid-compaction
+# (SIGKILL, an OOM kill) so never leaves a ticket waiting on work nobody is doing.
+SUNDRY_COMPACTION_LEASE_GRACE_SECONDS = env_float("SUNDRY_COMPACTION_LEASE_GRACE_SECONDS", 15.0)
+if SUNDRY_COMPACTION_LEASE_GRACE_SECONDS <= 0:
+    raise ImproperlyConfigured("SUNDRY_COMPACTION_LEASE_GRACE_SECONDS must be a positive number of seconds")
 
 # The payments ledger (ledger/): the webhook's signing secret (unset: the webhook answers 503), how far apart
 # an entry and an action may be in time and still match, and how long an action waits for its entry before it

@@ -16,3 +16,4 @@ urlpatterns: list[URLPattern | URLResolver] = [
 
 handler404 = "desk.middleware.page_not_found"
 handler500 = "desk.middleware.server_error"
+handler400 = "desk.middleware.bad_request"

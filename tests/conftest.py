@@ -69,8 +69,14 @@ def openai_server(monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.fixture(autouse=True)
+def _demo_token_file(settings: Any, tmp_path: Path) -> None:
+    """`load_demo` keeps the demo agent's token in a file: a test's, never the developer's var/."""
+    settings.SUNDRY_DEMO_TOKEN_FILE = str(tmp_path / "demo-agent-token")
+
+
+@pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
-    """The API's failed-authentication counters live in the cache: no test inherits another's failures."""
+    """No test inherits another's cached values (throttles, compiled reads)."""
     from django.core.cache import cache
 
     cache.clear()

@@ -23,6 +23,8 @@ class Reply:
     content: str = ""
     status: int = 200
     delay: float = 0.0
+    # After the 200 and its headers, the body one byte every `drip` seconds (a per-read timeout never trips).
+    drip: float = 0.0
     # A body sent verbatim instead of a chat completion (an HTML page, garbage, a wrong shape).
     raw: str | None = None
     content_type: str = "application/json"
@@ -80,15 +82,21 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                         "total_tokens": reply.prompt_tokens + reply.completion_tokens,
                     },
                 }
-            self._send(reply.status, json.dumps(payload).encode(), "application/json")
+            self._send(reply.status, json.dumps(payload).encode(), "application/json", drip=reply.drip)
 
-        def _send(self, status: int, data: bytes, content_type: str) -> None:
+        def _send(self, status: int, data: bytes, content_type: str, *, drip: float = 0.0) -> None:
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if not drip:
+                    self.wfile.write(data)
+                    return
+                for index in range(len(data)):
+                    self.wfile.write(data[index : index + 1])
+                    self.wfile.flush()
+                    time.sleep(drip)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test)
 

@@ -108,6 +108,14 @@ class AuthenticatedAgent:
     roles: Roles
 
 
+def known_token_prefix(key: str) -> bool:
+    """A token (live or revoked) was issued with this key's prefix: its failures are that token's, not its
+    address's."""
+    if not TOKEN_PREFIX_LENGTH < len(key) <= TOKEN_MAX_LENGTH:
+        return False
+    return AgentToken.objects.filter(prefix=key[:TOKEN_PREFIX_LENGTH]).exists()
+
+
 def authenticate_agent_token(*, key: str) -> AuthenticatedAgent | None:
     """The live token for a key and its user's roles, in one query; None for anything else.
 

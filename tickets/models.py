@@ -507,3 +507,20 @@ class AgentToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
+
+
+class AuthFailure(models.Model):
+    """Failed API token authentications of one subject inside one window, shared by every worker.
+
+    The subject is the token prefix presented when a token with that prefix exists (a revoked key in a retry
+    loop throttles itself, not its address), or the client address when no such token exists (guessing).
+    """
+
+    subject = models.CharField(max_length=80, unique=True)
+    count = models.PositiveIntegerField(default=0)
+    window_ends_at = models.DateTimeField(
+        help_text="The window starts at the first failure and lasts the cool-off."
+    )
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.count} failure(s) until {self.window_ends_at:%H:%M:%S}"

@@ -113,7 +113,23 @@ class BoundedJSONParser(JSONParser):
                 raise PayloadTooLarge(
                     f"the request body is {declared} bytes; the desk accepts at most {limit}"
                 )
-        raw = stream.read(limit + 1 if limit is not None else -1) if stream is not None else b""
+        try:
+            raw = stream.read(limit + 1 if limit is not None else -1) if stream is not None else b""
+        except (
+            OSError
+        ) as exc:  # the client sent less than its Content-Length and hung up (UnreadablePostError, ...)
+            raise ParseError(
+                f"the body could not be read in full (shorter than its Content-Length?): {exc}"
+            ) from None
+        declared_length = request.META.get("CONTENT_LENGTH") if request is not None else None
+        if (
+            declared_length
+            and str(declared_length).isdigit()
+            and len(raw) < int(declared_length) <= (limit or 0)
+        ):
+            raise ParseError(
+                f"the body is {len(raw)} bytes, shorter than its Content-Length of {declared_length}"
+            )
         if limit is not None and len(raw) > limit:
             raise PayloadTooLarge(f"the request body is over {limit} bytes, the most the desk accepts")
         encoding = get_encoding(parser_context)

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from io import StringIO
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -43,6 +45,28 @@ def test_load_demo_loads_t40118_and_generated_tickets_and_can_run_again() -> Non
     call_command("load_demo", "--tickets", "5", stdout=StringIO())
     assert Ticket.objects.count() == 6
     assert Ticket.objects.filter(compactions__status="applied").distinct().count() >= 1
+
+
+def test_load_demo_keeps_the_demo_token_across_runs(settings: Any) -> None:
+    """`make run` loads the demo each time: the token a user exported an hour ago keeps working."""
+    first, second = StringIO(), StringIO()
+    call_command("load_demo", "--tickets", "0", stdout=first)
+    call_command("load_demo", "--tickets", "0", stdout=second)
+    token = first.getvalue().strip().rsplit(" ", 1)[-1]
+    assert second.getvalue().strip().rsplit(" ", 1)[-1] == token
+    assert "unchanged" in second.getvalue()
+    assert authenticate_agent_token(key=token) is not None
+    Path(settings.SUNDRY_DEMO_TOKEN_FILE).unlink()  # lost: a new one, and it says so
+    third = StringIO()
+    call_command("load_demo", "--tickets", "0", stdout=third)
+    assert "NEW" in third.getvalue() and authenticate_agent_token(key=token) is None
+
+
+def test_load_demo_refuses_to_run_in_production(settings: Any) -> None:
+    settings.PRODUCTION = True
+    with pytest.raises(CommandError, match="production"):
+        call_command("load_demo", "--tickets", "0", stdout=StringIO())
+    assert not User.objects.filter(username__in=["admin", "supervisor"]).exists()
 
 
 def test_the_demo_tells_the_seeds_story() -> None:

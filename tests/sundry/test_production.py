@@ -65,11 +65,27 @@ def test_check_deploy_fails_when_https_is_switched_off_without_a_proxy_header() 
     assert "security.W008" in result.stderr and "security.W004" in result.stderr
 
 
-@pytest.mark.parametrize("key", ["x", "short-but-varied-key-0123456789", "x" * 64])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "x",
+        "short-but-varied-key-0123456789",
+        "x" * 64,
+        "abcde" * 10,  # Django's own check passes it: 50 characters, 5 distinct
+        "django-insecure-" + "Zq8vT2mLx9pr0dKw" * 3,  # startproject's key, however long
+    ],
+)
 def test_production_refuses_a_short_or_repetitive_secret_key(key: str) -> None:
     result = run(["-c", "import sundry.settings"], **{**PRODUCTION, "SECRET_KEY": key})
     assert result.returncode != 0
     assert "at least 50 characters" in result.stderr
+
+
+@pytest.mark.parametrize("hosts", ["*", "desk.example.com,*"])
+def test_production_refuses_any_host(hosts: str) -> None:
+    result = run(["-c", "import sundry.settings"], **{**PRODUCTION, "ALLOWED_HOSTS": hosts})
+    assert result.returncode != 0
+    assert "refuses ALLOWED_HOSTS='*'" in result.stderr
 
 
 def test_production_redirects_to_https_and_sends_hsts_by_default() -> None:

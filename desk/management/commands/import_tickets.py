@@ -4,9 +4,8 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 
-from desk.importer import ImportFileError, import_ticket, load_file
+from desk.importer import ImportFileError, check_tickets, import_ticket, iter_tickets
 
 
 class Command(BaseCommand):
@@ -24,17 +23,18 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        # Validate every file before writing anything: a malformed file leaves the database as it was.
+        # Validate every file before writing anything: a malformed file leaves the database as it was. Files are
+        # read as streams (JSON Lines a line at a time), here and in each pass below: memory holds one ticket.
+        paths: list[Path] = options["paths"]
         try:
-            batches = [(path, load_file(path)) for path in options["paths"]]
+            total = sum(sum(1 for _ in iter_tickets(path)) for path in paths)
         except ImportFileError as exc:
             raise CommandError(str(exc)) from None
-        total = sum(len(docs) for _, docs in batches)
         done = 0
         refused: list[str] = []
-        for path, docs in batches:
+        for path in paths:
             if options["continue_on_error"]:
-                for doc in docs:
+                for doc in iter_tickets(path):
                     try:
                         report = import_ticket(doc, source=str(path))
                     except ImportFileError as exc:
@@ -44,15 +44,19 @@ class Command(BaseCommand):
                     done += 1
                     self.stdout.write(f"[{done}/{total}] {report.line()}")
                 continue
-            # All or nothing per file: a refusal of syntax or meaning leaves the database as it was.
+            # All or nothing per file: the whole file is checked (and rolled back) first, so a refusal of
+            # syntax or meaning leaves the database as it was; then each ticket is written turn by turn.
             try:
-                with transaction.atomic():
-                    lines = [import_ticket(doc, source=str(path)).line() for doc in docs]
+                check_tickets(iter_tickets(path), source=str(path))
             except ImportFileError as exc:
                 raise CommandError(
                     f"{exc} (nothing of {path} was written; {done} ticket(s) of earlier files imported)"
                 ) from None
-            for line in lines:
+            for doc in iter_tickets(path):
+                try:
+                    line = import_ticket(doc, source=str(path), checked=True).line()
+                except ImportFileError as exc:  # the check passed: something changed meanwhile
+                    raise CommandError(f"{exc} ({done} ticket(s) imported before it)") from None
                 done += 1
                 self.stdout.write(f"[{done}/{total}] {line}")
         if refused:

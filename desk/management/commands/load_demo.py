@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import os
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from desk.demo import SEED_CLASS, demo_ledger, demo_status, generated_ticket, reference_ticket_path
@@ -16,6 +18,7 @@ from ledger.services import ingest_ledger_entries, reconcile_orders
 from tickets.accounts import (
     ADMIN,
     SUPERVISOR,
+    authenticate_agent_token,
     create_agent,
     create_person,
     issue_agent_token,
@@ -35,7 +38,18 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--tickets", type=int, default=36, help="how many generated tickets (default 36)")
 
+        parser.add_argument(
+            "--token-file",
+            type=Path,
+            default=Path(settings.SUNDRY_DEMO_TOKEN_FILE),
+            help="where the demo agent's token is kept between runs (SUNDRY_DEMO_TOKEN_FILE)",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
+        if settings.PRODUCTION:
+            raise CommandError(
+                "load_demo refuses to run with SUNDRY_ENV=production: it creates demo users with known passwords"
+            )
         path = reference_ticket_path()
         if not TicketClass.objects.filter(slug=SEED_CLASS["slug"]).exists():
             save_ticket_class(ticket_class=TicketClass(**SEED_CLASS), by=None)
@@ -67,16 +81,11 @@ class Command(BaseCommand):
         for username, password, role in DEMO_PEOPLE:
             if not User.objects.filter(username=username).exists():
                 create_person(username=username, password=password, role=role)
-        demo_agent = User.objects.filter(username="demo-agent").first()
-        if demo_agent is None:
-            token = create_agent(name="demo-agent")
-        else:  # tokens are stored hashed: a new run issues a new one and revokes the earlier ones
-            revoke_agent_tokens(username="demo-agent")
-            token = issue_agent_token(user=demo_agent)
+        token, note = self._demo_token(options["token_file"])
         self.stdout.write(
             self.style.SUCCESS(
                 "demo users: supervisor / supervisor-demo, admin / admin-demo (log in at /accounts/login/)\n"
-                f"demo agent API token: {token}"
+                f"demo agent API token ({note}): {token}"
             )
         )
 
@@ -100,3 +109,28 @@ class Command(BaseCommand):
     def demo_orders(self, count: int) -> set[str]:
         ids = [f"T-{50000 + i}" for i in range(count)]
         return set(Ticket.objects.filter(ticket_id__in=ids).values_list("order_id", flat=True))
+
+    def _demo_token(self, token_file: Path) -> tuple[str, str]:
+        """The demo agent's token, the same run after run: tokens are stored hashed, so the key is kept in
+        `token_file` (development only) and reused while it still authenticates as the demo agent."""
+        try:
+            kept = token_file.read_text().strip()
+        except OSError:
+            kept = ""
+        found = authenticate_agent_token(key=kept) if kept else None
+        if found is not None and found.user.username == "demo-agent":
+            return kept, f"unchanged, kept in {token_file}"
+        demo_agent = User.objects.filter(username="demo-agent").first()
+        if demo_agent is None:
+            token, note = create_agent(name="demo-agent"), "new"
+        else:
+            revoke_agent_tokens(username="demo-agent")
+            token = issue_agent_token(user=demo_agent)
+            note = "NEW: the earlier demo agent token was revoked"
+        try:
+            token_file.parent.mkdir(parents=True, exist_ok=True)
+            token_file.write_text(token + "\n")
+            os.chmod(token_file, 0o600)
+        except OSError as exc:
+            return token, f"{note}; not kept: {exc}"
+        return token, f"{note}, kept in {token_file}"

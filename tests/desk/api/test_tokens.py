@@ -1,4 +1,5 @@
-"""Agent tokens are stored hashed, revocable, and failed token authentication is throttled per address."""
+"""Agent tokens are stored hashed, revocable, and failed token authentication is throttled per token prefix
+(or per address for keys no token has), never refusing a valid token."""
 
 from __future__ import annotations
 
@@ -130,7 +131,7 @@ def test_a_plaintext_drf_token_keeps_working_after_the_migration_and_is_erased(d
 
 
 @override_settings(SUNDRY_API_AUTH_FAILURE_LIMIT=3, SUNDRY_API_AUTH_COOLOFF_SECONDS=120)
-def test_failed_tokens_from_one_address_are_answered_429_with_retry_after(ticket: Ticket) -> None:
+def test_keys_no_token_has_are_answered_429_per_address_with_retry_after(ticket: Ticket) -> None:
     good = create_agent(name="bot")
     for n in range(3):
         response = client_with(f"sd_wrong-token-number-{n}").get(url(ticket, "state"))
@@ -139,9 +140,38 @@ def test_failed_tokens_from_one_address_are_answered_429_with_retry_after(ticket
     assert blocked.status_code == 429
     assert blocked.json()["error"] == "too_many_failed_authentications"
     assert 0 < int(blocked["Retry-After"]) <= 120
-    # the address waits out its cool-off, even with a good token; another address is not affected
-    assert client_with(good).get(url(ticket, "state")).status_code == 429
+    # a valid token is never refused because others failed, from this address or another
+    assert client_with(good).get(url(ticket, "state")).status_code == 200
     assert client_with(good, address="10.0.0.2").get(url(ticket, "state")).status_code == 200
+    # another address guessing is counted apart
+    assert (
+        client_with("sd_wrong-token-number-5", address="10.0.0.2").get(url(ticket, "state")).status_code
+        == 401
+    )
+
+
+def test_a_hundred_bad_tokens_then_a_valid_one_from_the_same_address_is_200(ticket: Ticket) -> None:
+    """The default limit (20) and cool-off: the fleet's valid tokens pass whatever one address sent before."""
+    good = create_agent(name="bot")
+    codes = [client_with(f"sd_{n:040d}").get(url(ticket, "state")).status_code for n in range(100)]
+    assert set(codes[:20]) == {401} and set(codes[20:]) == {429}
+    assert client_with(good).get(url(ticket, "state")).status_code == 200
+
+
+@override_settings(SUNDRY_API_AUTH_FAILURE_LIMIT=3)
+def test_a_revoked_token_in_a_retry_loop_throttles_itself_not_its_address(ticket: Ticket) -> None:
+    """80 retries of one revoked key (4 workers x 20): that prefix gets 429; every other agent on the same
+    egress address goes on with 200, and the counts live in the database, which every worker shares."""
+    from tickets.accounts import revoke_agent_tokens
+    from tickets.models import AuthFailure
+
+    stale = create_agent(name="old-bot")
+    revoke_agent_tokens(username="old-bot")
+    others = [create_agent(name=f"bot-{n}") for n in range(3)]
+    codes = [client_with(stale).get(url(ticket, "state")).status_code for _ in range(80)]
+    assert codes[:3] == [401] * 3 and set(codes[3:]) == {429}
+    assert [client_with(key).get(url(ticket, "state")).status_code for key in others] == [200] * 3
+    assert list(AuthFailure.objects.values_list("subject", flat=True)) == [f"token:{stale[:12]}"]
 
 
 @override_settings(SUNDRY_API_AUTH_FAILURE_LIMIT=3)
@@ -161,4 +191,4 @@ def test_behind_a_proxy_the_forwarded_address_is_throttled_not_the_proxy(ticket:
         return client.get(url(ticket, "state"), HTTP_X_FORWARDED_FOR=f"6.6.6.6, {client_ip}").status_code
 
     assert [via_proxy("sd_bad-key-0000000", "203.0.113.7") for _ in range(3)] == [401, 401, 429]
-    assert via_proxy(create_agent(name="bot"), "203.0.113.8") == 200
+    assert via_proxy("sd_bad-key-0000000", "203.0.113.8") == 401  # another client behind the same proxy
