@@ -300,11 +300,16 @@ def _orders_with_money_actions() -> set[str]:
 
 
 def missed_action_tool(ticket: Ticket, kind: str) -> str:
-    """The tool a missed action of this kind is recorded with: the class's first plain money tool of it."""
-    for tool, effect in (ticket.ticket_class.money_tools or {}).items():
+    """The tool a missed action of this kind is recorded with: the usual name (`issue_refund`) when the class
+    lists it with that effect, else the class's first plain money tool of it."""
+    usual = {"refund": "issue_refund", "charge": "charge", "credit": "issue_credit"}[kind]
+    tools = ticket.ticket_class.money_tools or {}
+    if tools.get(usual) == kind:
+        return usual
+    for tool, effect in tools.items():
         if effect == kind and not any(c in tool for c in "*?["):
             return str(tool)
-    return {"refund": "issue_refund", "charge": "charge", "credit": "issue_credit"}[kind]
+    return usual
 
 
 @transaction.atomic
@@ -326,7 +331,7 @@ def resolve_ledger_mismatch(
         )
     pinned = lock_pinned_state(ticket)
     row = (
-        Reconciliation.objects.select_for_update()
+        Reconciliation.objects.select_for_update(of=("self",))
         .select_related("entry")
         .filter(pk=reconciliation_id, ticket=pinned.ticket)
         .first()

@@ -278,6 +278,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Two `source` fields: how the desk knows a state item (every provenance), and what an agent may say of
+    # its own writes (no supervisor correction or ledger entry). Named, so the schema's enums are stable.
+    "ENUM_NAME_OVERRIDES": {
+        "ProvenanceEnum": "core.state.PROVENANCES",
+        "AgentProvenanceEnum": ["tool_result", "customer_turn", "agent_inference"],
+    },
 }
 
 # Compaction: per-class settings live on TicketClass; three summarizer attempts are fixed by the spec.
