@@ -3,6 +3,9 @@
 A pydantic model validates the JSON kept in `PinnedState.data`; the agent-facing document adds the
 ticket's identifiers, the version and the derived money totals. Which tools move money and which cannot be
 undone comes from the ticket class's tool catalog, handed in by the caller (`StateItems.load`).
+
+One module although over 400 lines: the item models, the operations on them and the agent-facing
+document are one schema, changed together (a new field touches all three).
 """
 
 from __future__ import annotations

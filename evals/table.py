@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from evals.facts import CATEGORIES
-from evals.runner import EvalReport
+from evals.results import EvalReport
 
 CATEGORY_NAMES = {
     "actions_taken": "irreversible actions",

@@ -14,7 +14,8 @@ from core.context import SUMMARY_PREFIX, summary_message
 from core.tokens import STATE_PREFIX
 from evals.baseline import baseline_messages, rolling_summary
 from evals.facts import Fact, FactCheck
-from evals.runner import EvalOptions, EventFigures, TicketResult, evaluate
+from evals.results import EvalOptions, EventFigures, TicketResult
+from evals.runner import evaluate
 from evals.sources import load
 from tests.fake_openai import Reply
 

@@ -15,7 +15,8 @@ import pytest
 from django.conf import settings
 
 from evals.outcomes import measure, questions_for
-from evals.runner import EvalOptions, evaluate
+from evals.results import EvalOptions
+from evals.runner import evaluate
 from evals.sources import load
 from tests.fake_openai import Reply
 

@@ -14,7 +14,8 @@ from django.core.management import call_command
 from compaction.models import CompactionEvent
 from desk.importer import ImportTicket, import_ticket, load_file
 from evals.facts import Fact, check_facts, in_context, in_state
-from evals.runner import EvalOptions, EvalReport, evaluate, probe_repeat
+from evals.results import EvalOptions, EvalReport
+from evals.runner import evaluate, probe_repeat
 from evals.sources import expand, load
 from tests.fake_openai import Reply
 from tickets.models import PinnedState, StateChange, Ticket, TicketClass, Turn

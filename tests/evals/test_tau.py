@@ -494,7 +494,8 @@ def test_a_cancellation_never_looked_up_refunds_its_payments_and_charges_nothing
     and its negation. The payment is what the cancellation reversed, not a new charge; the replay against
     tau-bench's initial data agrees with the pinned state to the cent."""
     from evals.money import initial_records, replay
-    from evals.runner import EvalOptions, evaluate
+    from evals.results import EvalOptions
+    from evals.runner import evaluate
 
     initial = initial_records("airline")["4WQ150"]
     after = json.loads(json.dumps(initial))

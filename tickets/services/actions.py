@@ -3,6 +3,9 @@
 An agent reserves an irreversible action before its tool runs (`status="intended"`), so the guard can refuse
 it while the money has not moved; it settles the intent afterwards (`settle_action`). A refused attempt is
 kept as a `RefusedAttempt` although nothing else of the request is.
+
+One module although over 400 lines: an intent passes its checks (idempotency, repeat, belief, caps) in
+one locked transaction, in that order, and every refusal is kept the same way; settling shares the lock.
 """
 
 from __future__ import annotations

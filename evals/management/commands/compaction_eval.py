@@ -7,7 +7,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
 from desk.importer import ImportFileError, ImportTicket
-from evals.runner import EvalOptions, TicketResult, evaluate
+from evals.results import EvalOptions, TicketResult
+from evals.runner import evaluate
 from evals.sources import expand, load
 from evals.table import render
 from evals.tau import DEFAULT_BUDGET

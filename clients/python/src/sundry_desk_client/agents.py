@@ -8,6 +8,9 @@
   desk before `fn` runs; a repeat the desk refuses never runs, and the model is told why.
 
 Both take a `DeskClient` or an `AsyncDeskClient`; the ticket must exist before they are used.
+
+One module although over 400 lines: the SDK's Session, its guarded tool and its handoff hooks share
+the ticket's context and the refusal texts (`_shared.py` holds what the LangChain middleware shares too).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ Every request is retried on connection errors, 5xx, 429 and "same key still in f
 Turns and actions always carry an Idempotency-Key (yours, or a fresh one per call) that every retry
 reuses, so a turn or an action whose answer was lost is stored once. State changes carry If-Match and
 re-read and re-apply on 412.
+
+One module although over 400 lines: the blocking and the asyncio client mirror each other method by
+method (the request flows they share are in `_flows.py`), so a change is made to both in one place.
 """
 
 from __future__ import annotations

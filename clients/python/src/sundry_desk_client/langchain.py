@@ -18,6 +18,8 @@
 
 Works with `invoke` (a `DeskClient`) and with `ainvoke`/`astream` (a `DeskClient` or an `AsyncDeskClient`).
 A checkpointer is not needed: the desk keeps the conversation.
+
+One module at about 400 lines: one middleware and its hooks, in the order a run calls them.
 """
 
 from __future__ import annotations
