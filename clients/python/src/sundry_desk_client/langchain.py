@@ -63,7 +63,8 @@ logger = logging.getLogger("sundry_desk_client")
 
 AnyClient = DeskClient | AsyncDeskClient
 
-# The desk's default irreversible tools (a ticket class's default list, globs allowed); a class may list
+# The desk's default irreversible tools (a ticket class's default list, globs allowed; a copy of
+# core.identity.DEFAULT_IRREVERSIBLE_TOOLS, pinned equal by tests/clients/test_catalog_defaults.py); a class may list
 # others: pass the same list as `irreversible_tools`.
 DEFAULT_IRREVERSIBLE_TOOLS: tuple[str, ...] = (
     "issue_refund",
