@@ -442,7 +442,9 @@ def _apply_event(
                 if event.expect_refused:
                     report.refused_as_expected += 1
                     return
-                raise ImportFileError(f"{where}: refused: {refused.message}") from None
+                # A repeat's message already opens with "refused:"; say it once.
+                message = refused.message.removeprefix("refused: ")
+                raise ImportFileError(f"{where}: refused: {message}") from None
             if event.expect_refused:
                 raise ImportFileError(
                     f"{where}: expected the desk to refuse this action, but it was recorded"

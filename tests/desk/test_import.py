@@ -80,6 +80,7 @@ def test_the_refusal_names_the_earlier_refund_and_its_turn(tmp_path: Path, scena
     assert (
         "turns.25.events.0" in message and "issue_refund of 4000 cents for garden-table at turn 6" in message
     )
+    assert "refused: refused" not in message  # the repeat's own message opens with the word: said once
     assert not Ticket.objects.filter(ticket_id="T-40118").exists()
 
 
