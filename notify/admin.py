@@ -14,7 +14,9 @@ from tickets.admin import AppendOnlyAdmin
 
 class ChannelForm(forms.ModelForm):
     events = forms.MultipleChoiceField(
-        choices=choices(NotifyEvent), widget=forms.CheckboxSelectMultiple, help_text="The events this channel gets."
+        choices=choices(NotifyEvent),
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The events this channel gets.",
     )
     secret = forms.CharField(
         required=False,
@@ -50,8 +52,8 @@ class ChannelAdmin(admin.ModelAdmin):
 
 class DeliveryInline(admin.TabularInline):
     model = Delivery
-    fields = ["attempt", "succeeded", "status_code", "error", "duration_ms", "created_at"]
-    readonly_fields = fields
+    fields = ("attempt", "succeeded", "status_code", "error", "duration_ms", "created_at")
+    readonly_fields = ("attempt", "succeeded", "status_code", "error", "duration_ms", "created_at")
     extra = 0
     can_delete = False
 
@@ -66,7 +68,16 @@ class DeliveryInline(admin.TabularInline):
 class NotificationAdmin(AppendOnlyAdmin):
     """Read-only: what was recorded, where it went, how each attempt ended."""
 
-    list_display = ["created_at", "kind", "ticket_ref", "channel", "status", "attempts", "next_attempt_at", "error"]
+    list_display = [
+        "created_at",
+        "kind",
+        "ticket_ref",
+        "channel",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "error",
+    ]
     list_filter = ["status", "kind", "channel"]
     search_fields = ["ticket_ref", "source_id", "event_id"]
     list_select_related = ["channel"]
@@ -79,6 +90,14 @@ class NotificationAdmin(AppendOnlyAdmin):
 
 @admin.register(Delivery)
 class DeliveryAdmin(AppendOnlyAdmin):
-    list_display = ["created_at", "notification", "attempt", "succeeded", "status_code", "duration_ms", "error"]
+    list_display = [
+        "created_at",
+        "notification",
+        "attempt",
+        "succeeded",
+        "status_code",
+        "duration_ms",
+        "error",
+    ]
     list_filter = ["succeeded"]
     list_select_related = ["notification__channel"]

@@ -24,7 +24,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core.notifications import ChannelKind, NotificationStatus, backoff_seconds, encode, message_body, truncate
+from core.notifications import (
+    ChannelKind,
+    NotificationStatus,
+    backoff_seconds,
+    encode,
+    message_body,
+    truncate,
+)
 from ledger.signature import signature_header
 from notify.models import Delivery, Notification
 
@@ -57,7 +64,9 @@ def _opener() -> urllib.request.OpenerDirector:
 def send_webhook(notification: Notification, *, timeout: float) -> Outcome:
     channel = notification.channel
     body = encode(
-        message_body(text=notification.text, event=notification.event, link=notification.event.get("url") or "")
+        message_body(
+            text=notification.text, event=notification.event, link=notification.event.get("url") or ""
+        )
     )
     headers = {
         "Content-Type": "application/json; charset=utf-8",
@@ -74,10 +83,12 @@ def send_webhook(notification: Notification, *, timeout: float) -> Outcome:
         code = exc.code
         if 300 <= code < 400:
             where = exc.headers.get("Location", "") if exc.headers else ""
-            return Outcome(False, code, truncate(f"redirect not followed: {code} to {where or '(no Location)'}"))
+            return Outcome(
+                False, code, truncate(f"redirect not followed: {code} to {where or '(no Location)'}")
+            )
         try:
             answer = exc.read(300).decode("utf-8", "replace")
-        except Exception:  # noqa: BLE001 - the body is only a hint
+        except Exception:
             answer = ""
         return Outcome(False, code, truncate(f"HTTP {code}: {answer}".rstrip(": ")))
     except TimeoutError:
@@ -109,7 +120,7 @@ def send_email(notification: Notification) -> Outcome:
             recipient_list=channel.recipient_list(),
             fail_silently=False,
         )
-    except Exception as exc:  # noqa: BLE001 - any mail backend error is a failed attempt
+    except Exception as exc:
         return Outcome(False, None, truncate(f"{type(exc).__name__}: {exc}"))
     return Outcome(True) if sent else Outcome(False, None, "the mail backend sent nothing")
 
@@ -153,7 +164,9 @@ def deliver(pk: int, *, now: datetime | None = None) -> Notification | None:
         notification.next_attempt_at = None
     else:
         wait = backoff_seconds(
-            attempt, base=settings.SUNDRY_NOTIFY_BACKOFF_SECONDS, cap=settings.SUNDRY_NOTIFY_BACKOFF_CAP_SECONDS
+            attempt,
+            base=settings.SUNDRY_NOTIFY_BACKOFF_SECONDS,
+            cap=settings.SUNDRY_NOTIFY_BACKOFF_CAP_SECONDS,
         )
         notification.next_attempt_at = finished + timedelta(seconds=wait)
     with transaction.atomic():
@@ -183,7 +196,9 @@ def deliver(pk: int, *, now: datetime | None = None) -> Notification | None:
 def due(now: datetime | None = None) -> list[int]:
     """The pending notifications whose next attempt is due, oldest first."""
     return list(
-        Notification.objects.filter(status=NotificationStatus.PENDING, next_attempt_at__lte=now or timezone.now())
+        Notification.objects.filter(
+            status=NotificationStatus.PENDING, next_attempt_at__lte=now or timezone.now()
+        )
         .order_by("next_attempt_at", "pk")
         .values_list("pk", flat=True)[:500]
     )

@@ -31,16 +31,16 @@ class Channel(models.Model):
     name = models.CharField(max_length=100, help_text="What the admins call it, e.g. '#refunds-oncall'.")
     kind = models.CharField(max_length=10, choices=choices(ChannelKind), default=ChannelKind.WEBHOOK)
     url = models.URLField(
-        max_length=500, blank=True, help_text="Webhook: where the desk POSTs (http or https; redirects not followed)."
+        max_length=500,
+        blank=True,
+        help_text="Webhook: where the desk POSTs (http or https; redirects not followed).",
     )
     secret = models.CharField(
         max_length=200,
         blank=True,
         help_text="Webhook: the signing secret (X-Sundry-Signature: t=<unix>,v1=<hex HMAC-SHA256 of 't.body'>).",
     )
-    recipients = models.TextField(
-        blank=True, help_text="Email: addresses, separated by commas or new lines."
-    )
+    recipients = models.TextField(blank=True, help_text="Email: addresses, separated by commas or new lines.")
     events = models.JSONField(
         default=all_event_kinds,
         help_text="The event kinds sent: " + ", ".join(values(NotifyEvent)) + ".",
@@ -62,11 +62,13 @@ class Channel(models.Model):
         errors: dict[str, Any] = {}
         kinds = self.events if isinstance(self.events, list) else None
         if kinds is None or not all(isinstance(k, str) for k in kinds):
-            errors["events"] = "a list of event kinds, e.g. [\"coverage_miss\", \"refused_repeat\"]"
+            errors["events"] = 'a list of event kinds, e.g. ["coverage_miss", "refused_repeat"]'
         else:
             unknown = sorted(set(kinds) - set(values(NotifyEvent)))
             if unknown:
-                errors["events"] = f"unknown event kind(s) {', '.join(unknown)}; known: {', '.join(values(NotifyEvent))}"
+                errors["events"] = (
+                    f"unknown event kind(s) {', '.join(unknown)}; known: {', '.join(values(NotifyEvent))}"
+                )
             elif not kinds:
                 errors["events"] = "subscribe to at least one event kind"
         if self.kind == ChannelKind.WEBHOOK:
@@ -96,11 +98,14 @@ class Channel(models.Model):
 class Notification(models.Model):
     """One event for one channel: recorded once, then delivered (and retried) by the task worker."""
 
-    event_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False, help_text="X-Sundry-Event-Id.")
+    event_id = models.UUIDField(
+        default=uuid.uuid4, unique=True, editable=False, help_text="X-Sundry-Event-Id."
+    )
     channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="notifications")
     kind = models.CharField(max_length=30, choices=choices(NotifyEvent))
     source_id = models.CharField(
-        max_length=200, help_text="The object the event is about, e.g. compaction:12, refused:7, intent:3@<time>."
+        max_length=200,
+        help_text="The object the event is about, e.g. compaction:12, refused:7, intent:3@<time>.",
     )
     ticket_ref = models.CharField(max_length=64, help_text="The ticket's id (T-40118), for the list.")
     text = models.TextField(help_text="The one-line message.")
@@ -119,7 +124,9 @@ class Notification(models.Model):
     class Meta:
         ordering = ["-created_at", "-pk"]
         constraints = [
-            models.UniqueConstraint(fields=["channel", "kind", "source_id"], name="notification_once_per_event")
+            models.UniqueConstraint(
+                fields=["channel", "kind", "source_id"], name="notification_once_per_event"
+            )
         ]
         indexes = [
             models.Index(
