@@ -10,6 +10,7 @@ kept in a Delivery row.
 
 from __future__ import annotations
 
+import http.client
 import logging
 import time
 import urllib.error
@@ -98,7 +99,7 @@ def send_webhook(notification: Notification, *, timeout: float) -> Outcome:
         if isinstance(reason, TimeoutError):
             return Outcome(False, None, f"no answer within {timeout:g}s (timed out)")
         return Outcome(False, None, truncate(f"could not connect: {reason}"))
-    except OSError as exc:  # reset, refused mid-answer, a malformed answer
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # reset, a malformed answer, a bad URL
         return Outcome(False, None, truncate(f"{type(exc).__name__}: {exc}"))
     if 200 <= code < 300:
         return Outcome(True, code)

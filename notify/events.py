@@ -55,6 +55,8 @@ def record(
     created: list[Notification] = []
     channels = Channel.objects.filter(ticket_class_id=ticket_class_id, enabled=True)
     text = headline(kind, ticket_ref, truncate(detail, 600))
+    details = dict(event)
+    url = details.pop("url", None) or ticket_link(ticket_ref)
     for channel in channels:
         if kind not in channel.events:
             continue
@@ -65,8 +67,8 @@ def record(
             "ticket": ticket_ref,
             "source": source_id,
             "occurred_at": (occurred_at or timezone.now()).isoformat(),
-            "url": event.pop("url", None) or ticket_link(ticket_ref),
-            **event,
+            "url": url,
+            **details,
         }
         try:
             with transaction.atomic():
@@ -135,7 +137,7 @@ def record_compaction(event: Any) -> None:
                 source_id=f"compaction:{event.pk}",
                 ticket_ref=ticket.ticket_id,
                 detail=detail(kind),
-                event=dict(details),
+                event=details,
             )
 
     _after_commit(run)
@@ -164,21 +166,25 @@ def record_refusal(attempt: Any) -> None:
             source_id=f"refused:{attempt.pk}",
             ticket_ref=ticket.ticket_id,
             detail=attempt.message,
-            event=dict(details),
+            event=details,
         )
     )
 
 
+def intent_source_id(ticket: Any) -> str:
+    """One event per stretch of open intents: the ticket and the time its oldest open intent was made."""
+    return f"intent:{ticket.pk}@{ticket.open_intent_since.isoformat()}"
+
+
 def record_intent_past_limit(ticket: Any, *, open_actions: list[dict[str, Any]]) -> list[Notification]:
-    """A ticket's oldest open intent is past its class's limit. One event per stretch of open intents: the
-    source is the ticket and the time the oldest open intent was made. Called by the periodic check."""
+    """A ticket's oldest open intent is past its class's limit. Called by the periodic check."""
     since = ticket.open_intent_since
     limit = ticket.ticket_class.intent_timeout_minutes
     described = ", ".join(f"{a['id']} {a['tool']} {a['item']}".strip() for a in open_actions) or "an intent"
     return record(
         ticket_class_id=ticket.ticket_class_id,
         kind=NotifyEvent.INTENT_PAST_LIMIT,
-        source_id=f"intent:{ticket.pk}@{since.isoformat()}",
+        source_id=intent_source_id(ticket),
         ticket_ref=ticket.ticket_id,
         detail=f"{described} open since {since.isoformat(timespec='seconds')}, past the class's {limit}-minute limit",
         event={

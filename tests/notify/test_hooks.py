@@ -37,24 +37,29 @@ def test_the_seed_lossy_summary_notifies_a_coverage_miss_once(
     scenario: dict[str, Any], openai_server: Any, receiver: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     hook = receiver([Answer(200)])
-    Channel.objects.create(
-        ticket_class=t40118_class(), name="#cx", url=hook.url, secret=SECRET, events=["coverage_miss"]
-    )
+    ticket_class = t40118_class()
+    for name in ("#cx", "#refunds"):
+        Channel.objects.create(
+            ticket_class=ticket_class, name=name, url=hook.url, secret=SECRET, events=["coverage_miss"]
+        )
     lossy = Reply(content=json.dumps(scenario["lossy_summary_turns_1_14"]))
     with openai_server([lossy]), django_capture_on_commit_callbacks(execute=True):
         ticket = import_t40118(scenario, backend="openai")
     event = CompactionEvent.objects.get(ticket=ticket, status=CompactionStatus.APPLIED)
-    notification = Notification.objects.get()
-    assert notification.kind == "coverage_miss" and notification.source_id == f"compaction:{event.pk}"
-    assert notification.status == "delivered" and len(hook.received) == 1
-    body = json.loads(hook.received[0].body)
-    assert "4000 cents garden-table" in body["text"]
-    assert body["event"]["compaction"]["number"] == event.number
-    assert body["event"]["url"].endswith(f"/tickets/T-40118/compactions/{event.number}/")
+    notifications = list(Notification.objects.all())
+    assert {(n.kind, n.source_id, n.status) for n in notifications} == {
+        ("coverage_miss", f"compaction:{event.pk}", "delivered")
+    }
+    assert len(notifications) == 2 == len(hook.received)  # one per channel
+    for request in hook.received:
+        body = json.loads(request.body)
+        assert "4000 cents garden-table" in body["text"]
+        assert body["event"]["compaction"]["number"] == event.number
+        assert body["event"]["url"].endswith(f"/tickets/T-40118/compactions/{event.number}/")
     # The hook firing again for the same compaction sends nothing more.
     with django_capture_on_commit_callbacks(execute=True):
         events.record_compaction(event)
-    assert Notification.objects.count() == 1 and len(hook.received) == 1
+    assert Notification.objects.count() == 2 == len(hook.received)
 
 
 @pytest.mark.django_db
