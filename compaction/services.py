@@ -37,6 +37,7 @@ from core.policy import TurnInfo, at_boundary, complete_prefix, is_due, plan_cut
 from core.summary import Summary
 from core.tokens import RequestSize, count_message
 from core.vocabulary import CompactionStatus, TurnOutcome
+from notify import events as notify_events
 from tickets import telemetry
 from tickets.errors import describe_validation_error
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
@@ -279,6 +280,7 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
             event = _record_once(
                 ticket=ticket, turn=turn, status=CompactionStatus.OVER_BUDGET, total=current, reason=reason
             )
+            notify_events.record_compaction(event)
             return Decision(PolicyOutcome(status=TurnOutcome.OVER_BUDGET, event=event, reason=reason))
         reason = f"hard ceiling: {current} tokens exceed the {ticket_class.token_budget}-token budget before a boundary"
         claimed = telemetry.compaction_claimed(_claim(ticket=ticket, turn=turn, total=current, reason=reason))
@@ -333,6 +335,7 @@ def _finish(event: CompactionEvent, status: str, reason: str, fields: list[str])
     event.finished_at = timezone.now()
     event.save(update_fields=["status", "reason", "finished_at", *fields])
     telemetry.compaction_finished(event)
+    notify_events.record_compaction(event)
     return event
 
 

@@ -107,6 +107,7 @@ INSTALLED_APPS = [
     "ledger",
     "desk",
     "evals",
+    "notify",
     # Tooling apps: their management commands (evals: compaction_eval ...; bench: bench).
     "bench",
 ]
@@ -307,6 +308,38 @@ if SUNDRY_COMPACTION_LEASE_GRACE_SECONDS <= 0:
 SUNDRY_LEDGER_SECRET = env_str("SUNDRY_LEDGER_SECRET")
 SUNDRY_LEDGER_MATCH_WINDOW_MINUTES = env_int("SUNDRY_LEDGER_MATCH_WINDOW_MINUTES", 48 * 60)
 SUNDRY_LEDGER_GRACE_MINUTES = env_int("SUNDRY_LEDGER_GRACE_MINUTES", 60)
+
+# Notifications (notify/): each webhook attempt waits at most this long (no redirects followed); a failed
+# attempt is retried after 1s, 2s, 4s ... (base, doubling, capped) up to the attempts; links in messages
+# start with the site URL. Email goes through Django's mail backend (EMAIL_* settings, DEFAULT_FROM_EMAIL).
+SUNDRY_NOTIFY_TIMEOUT_SECONDS = env_float("SUNDRY_NOTIFY_TIMEOUT_SECONDS", 5.0)
+SUNDRY_NOTIFY_MAX_ATTEMPTS = env_int("SUNDRY_NOTIFY_MAX_ATTEMPTS", 5)
+SUNDRY_NOTIFY_BACKOFF_SECONDS = env_float("SUNDRY_NOTIFY_BACKOFF_SECONDS", 1.0)
+SUNDRY_NOTIFY_BACKOFF_CAP_SECONDS = env_float("SUNDRY_NOTIFY_BACKOFF_CAP_SECONDS", 300.0)
+if SUNDRY_NOTIFY_TIMEOUT_SECONDS <= 0 or SUNDRY_NOTIFY_MAX_ATTEMPTS < 1 or SUNDRY_NOTIFY_BACKOFF_SECONDS <= 0:
+    raise ImproperlyConfigured(
+        "SUNDRY_NOTIFY_TIMEOUT_SECONDS and SUNDRY_NOTIFY_BACKOFF_SECONDS must be positive, "
+        "SUNDRY_NOTIFY_MAX_ATTEMPTS at least 1"
+    )
+SUNDRY_NOTIFY_SITE_URL = env_str("SUNDRY_NOTIFY_SITE_URL", "http://127.0.0.1:8000")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "sundry-desk@localhost")
+if env_str("EMAIL_HOST"):
+    MAILERS = {
+        "default": {
+            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+            "OPTIONS": {
+                "host": env_str("EMAIL_HOST"),
+                "port": env_int("EMAIL_PORT", 25),
+                "username": env_str("EMAIL_HOST_USER"),
+                "password": env_str("EMAIL_HOST_PASSWORD"),
+                "use_tls": env_bool("EMAIL_USE_TLS", False),
+                "timeout": SUNDRY_NOTIFY_TIMEOUT_SECONDS,
+            },
+        }
+    }
+else:
+    # No mail server configured: mail is printed to the console (development; tests use locmem).
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"}}
 
 LOGGING = {
     "version": 1,

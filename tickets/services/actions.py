@@ -23,6 +23,7 @@ from core.errors import DeskError, InvalidInput
 from core.identity import has_words, normalize_name
 from core.state import MONEY_TOTALS, ActionItem, StateItems, agent_item, total_name
 from core.vocabulary import ActionStatus, ActorKind, StateOp
+from notify import events as notify_events
 from tickets import telemetry
 from tickets.compiled_reads import CompiledRead
 from tickets.errors import (
@@ -154,6 +155,7 @@ def record_action(
         earlier_action_id=outcome.earlier_id,
         message=outcome.error.message,
     )
+    notify_events.record_refusal(attempt)
     outcome.error.detail["refused_attempt_id"] = attempt.pk
     raise outcome.error
 
