@@ -10,6 +10,7 @@ import http.client
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,6 +21,13 @@ from django.conf import settings
 from django.db import connection
 
 GUNICORN_CONF = Path(settings.BASE_DIR) / "deploy" / "gunicorn.conf.py"
+
+
+def free_port() -> int:
+    """A loopback port free right now (the OS's choice), for a server started next."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def database_url() -> str:

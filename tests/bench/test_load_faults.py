@@ -15,6 +15,7 @@ import pytest
 from django.core.management import call_command
 
 from bench.faults.counts import count, tally
+from bench.faults.servers import free_port
 from tickets.models import Turn
 
 
@@ -49,8 +50,8 @@ def test_load_faults_for_a_few_seconds_counts_nothing_lost_or_doubled(tmp_path: 
         seconds=6,
         agents=2,
         workers=2,
-        port=9175,
-        summarizer_port=9176,
+        port=free_port(),
+        summarizer_port=free_port(),
         fault_every=2,
         token_budget=2000,
         seed=7,

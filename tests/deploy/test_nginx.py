@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from bench.faults.servers import Gunicorn, production_env
+from bench.faults.servers import Gunicorn, free_port, production_env
 from tests.factories import ensure_roles
 from tickets.accounts import create_agent
 from tickets.models import TicketClass
@@ -36,8 +36,8 @@ from tickets.services.lifecycle import open_ticket
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 REPO = Path(settings.BASE_DIR)
-NGINX_PORT = 9160
-GUNICORN_PORT = 9161
+NGINX_PORT = free_port()
+GUNICORN_PORT = free_port()
 SLOW_CLIENTS = 8
 DRIP_LINES = 6  # one a second: well inside nginx's 10 s client_header_timeout
 GENEROUS = 60.0  # a socket timeout, never an assertion on speed

@@ -50,7 +50,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=9170, help="gunicorn's loopback port")
         parser.add_argument("--summarizer-port", type=int, default=9171)
         parser.add_argument(
-            "--fault-every", type=float, default=3.0, help="seconds between faults (default 3)"
+            "--fault-every", type=float, default=4.0, help="seconds between faults (default 4)"
         )
         parser.add_argument(
             "--restart-every",
@@ -59,7 +59,7 @@ class Command(BaseCommand):
             help="at most one master restart (and one HUP) per this many seconds (default 20)",
         )
         parser.add_argument("--deadline", type=float, default=3.0, help="the servers' compaction deadline, s")
-        parser.add_argument("--token-budget", type=int, default=6000, help="the agents' ticket class budget")
+        parser.add_argument("--token-budget", type=int, default=2000, help="the agents' ticket class budget")
         parser.add_argument(
             "--output",
             default=str(Path(settings.BASE_DIR) / "var" / "load_faults.json"),
