@@ -55,8 +55,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--restart-every",
             type=float,
-            default=20.0,
-            help="at most one master restart (and one HUP) per this many seconds (default 20)",
+            default=45.0,
+            help="at most one master restart per this many seconds, one HUP per half of it (default 45)",
         )
         parser.add_argument("--deadline", type=float, default=3.0, help="the servers' compaction deadline, s")
         parser.add_argument("--token-budget", type=int, default=2000, help="the agents' ticket class budget")
@@ -73,11 +73,17 @@ class Command(BaseCommand):
         rng = random.Random(options["seed"])
         run = secrets.token_hex(3)
         tokens, tickets = self.setup(run=run, agents=options["agents"], budget=options["token_budget"])
-        root = Path(tempfile.mkdtemp(prefix="sundry-load-faults-"))
-        (root / "static").mkdir()
-        with hanging_summarizer(options["summarizer_port"]) as summarizer:
+        output = Path(options["output"])
+        output.parent.mkdir(parents=True, exist_ok=True)
+        gunicorn_log = output.with_suffix(".gunicorn.log")
+        gunicorn_log.write_text("")
+        # Production wants a STATIC_ROOT; the agents fetch no static file, so an empty directory will do.
+        with (
+            tempfile.TemporaryDirectory(prefix="sundry-load-faults-") as static_root,
+            hanging_summarizer(options["summarizer_port"]) as summarizer,
+        ):
             env = production_env(
-                static_root=root / "static",
+                static_root=Path(static_root),
                 extra={
                     "OPENAI_BASE_URL": summarizer.base_url,
                     "OPENAI_API_KEY": "sk-load-faults-loopback",
@@ -87,13 +93,11 @@ class Command(BaseCommand):
                     "SUNDRY_API_AUTH_FAILURE_LIMIT": "1000",
                 },
             )
-            server = Gunicorn(
-                port=options["port"], workers=options["workers"], env=env, log=root / "gunicorn.log"
-            )
+            server = Gunicorn(port=options["port"], workers=options["workers"], env=env, log=gunicorn_log)
             self.stdout.write(
                 f"==> gunicorn on 127.0.0.1:{options['port']} ({options['workers']} sync workers, production "
                 f"settings), {options['agents']} agents for {options['seconds']:.0f}s, a fault every "
-                f"{options['fault_every']:.0f}s (log {root / 'gunicorn.log'})"
+                f"{options['fault_every']:.0f}s (log {gunicorn_log})"
             )
             server.start()
             try:
@@ -106,8 +110,6 @@ class Command(BaseCommand):
         report["counts"] = counts.as_json()
         report["run"] = run
         report["tickets"] = tickets
-        output = Path(options["output"])
-        output.parent.mkdir(parents=True, exist_ok=True)
         log_path = output.with_suffix(".log.jsonl")
         log_path.write_text("".join(json.dumps(entry) + "\n" for entry in log))
         report["agents_log"] = str(log_path)
