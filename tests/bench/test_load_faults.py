@@ -1,7 +1,7 @@
 """`manage.py load_faults` for a few seconds, and its counter shown to catch a doubled and a lost write.
 
-The command starts gunicorn (production settings, this test's PostgreSQL database) and kills its workers while two
-agents run; the full run (20 agents, a minute or more, the master restarted) is `make load-faults`.
+The command starts gunicorn (production settings, this test's PostgreSQL database), kills its workers and HUPs its
+master while two agents run; the full run (20 agents, a minute or more, the master restarted) is `make load-faults`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_tally_of_a_clean_run_is_zero() -> None:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_load_faults_for_a_few_seconds_counts_nothing_lost_or_doubled(tmp_path: Path) -> None:
-    """Two agents, workers killed every two seconds: every acknowledged turn, state change and action is in the
+    """Two agents, a worker killed every two seconds and the master sent HUP: every acknowledged turn, state change and action is in the
     database once. Then a copied turn row is counted as doubled and a write the database lacks as lost."""
     output = tmp_path / "load_faults.json"
     out = StringIO()
@@ -53,6 +53,7 @@ def test_load_faults_for_a_few_seconds_counts_nothing_lost_or_doubled(tmp_path: 
         port=free_port(),
         summarizer_port=free_port(),
         fault_every=2,
+        master_every=4,
         token_budget=2000,
         seed=7,
         output=str(output),
@@ -61,6 +62,7 @@ def test_load_faults_for_a_few_seconds_counts_nothing_lost_or_doubled(tmp_path: 
     report = json.loads(output.read_text())
     counts = report["counts"]
     assert report["faults"].get("worker_killed", 0) >= 1, report["fault_log"]
+    assert report["faults"].get("master_hup", 0) == 1, report["fault_log"]
     assert counts["turns"]["acked"] > 0 and counts["state_changes"]["acked"] > 0, counts
     for name in ("turns", "state_changes", "actions"):
         assert counts[name]["lost"] == 0 and counts[name]["doubled"] == 0, (name, counts[name])

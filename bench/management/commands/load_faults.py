@@ -2,10 +2,11 @@
 
 gunicorn as deployed (deploy/gunicorn.conf.py, the production settings, PostgreSQL, 4 sync workers) and a
 summarizer that hangs every other call; AGENTS threads run the README's agent loop (bench/faults/agents.py) for
-SECONDS while a fault is injected every few seconds: a worker killed with SIGKILL (most often), the master sent
-HUP (a reload), the master stopped and started again. Then the agents' own logs are counted against the database
-(bench/faults/counts.py): lost and doubled turns, state changes and actions, expected 0 and 0. Prints progress
-and a summary, writes var/load_faults.json, and exits 1 when anything was lost or doubled. Not part of the test
+SECONDS while a fault is injected every few seconds: a worker killed with SIGKILL, and every MASTER_EVERY
+seconds instead the master sent HUP (a reload) or stopped and started again, in turn. Then the agents' own logs
+are counted against the database (bench/faults/counts.py): lost and doubled turns, state changes and actions,
+expected 0 and 0. Prints progress and a summary, writes var/load_faults.json (the agents' log and gunicorn's
+beside it), and exits 1 when anything was lost or doubled. Not part of the test
 suite (tests/bench/test_load_faults.py runs it for a few seconds).
 """
 
@@ -53,10 +54,11 @@ class Command(BaseCommand):
             "--fault-every", type=float, default=4.0, help="seconds between faults (default 4)"
         )
         parser.add_argument(
-            "--restart-every",
+            "--master-every",
             type=float,
-            default=45.0,
-            help="at most one master restart per this many seconds, one HUP per half of it (default 45)",
+            default=30.0,
+            help="the master's faults, HUP and restart in turn, one every this many seconds (default 30); "
+            "every other fault kills a random worker",
         )
         parser.add_argument("--deadline", type=float, default=3.0, help="the servers' compaction deadline, s")
         parser.add_argument("--token-budget", type=int, default=2000, help="the agents' ticket class budget")
@@ -163,12 +165,18 @@ class Command(BaseCommand):
         for thread in threads:
             thread.start()
         faults: list[dict[str, Any]] = []
-        last = {"hup": started, "restart": started}
+        # The master's faults in turn, one every --master-every seconds: HUP, restart, HUP, restart, ...
+        master_faults = ["hup", "restart"]
+        next_master = started + options["master_every"]
         next_fault = started + options["fault_every"]
         next_progress = started + PROGRESS_EVERY
         while (now := time.monotonic()) - started < options["seconds"]:
             if now >= next_fault:
-                faults.append(self.fault(server, rng, last, options["restart_every"], now - started))
+                master = None
+                if now >= next_master:
+                    master = master_faults[sum(f["kind"].startswith("master_") for f in faults) % 2]
+                    next_master = now + options["master_every"]
+                faults.append(self.fault(server, rng, master, now - started))
                 next_fault = time.monotonic() + options["fault_every"]
             if now >= next_progress:
                 self.progress(now - started, agents, stats, faults)
@@ -197,18 +205,13 @@ class Command(BaseCommand):
             "log": [w.as_json() for a in agents for w in a.log],
         }
 
-    def fault(
-        self, server: Gunicorn, rng: random.Random, last: dict[str, float], every: float, at: float
-    ) -> dict[str, Any]:
-        now = time.monotonic()
-        roll = rng.random()
-        if roll < 0.12 and now - last["restart"] >= every:
-            last["restart"] = now
+    def fault(self, server: Gunicorn, rng: random.Random, master: str | None, at: float) -> dict[str, Any]:
+        """`master` ("hup" or "restart") when the master's turn has come; otherwise a random worker killed."""
+        if master == "restart":
             old = server.master
             server.restart()
             return {"at": round(at, 1), "kind": "master_restarted", "old": old, "new": server.master}
-        if roll < 0.25 and now - last["hup"] >= every / 2:
-            last["hup"] = now
+        if master == "hup":
             server.hup()
             return {"at": round(at, 1), "kind": "master_hup", "pid": server.master}
         workers = server.worker_pids()
