@@ -30,7 +30,7 @@ from django.conf import settings
 from bench.faults.servers import Gunicorn, free_port, production_env
 from tests.factories import ensure_roles
 from tickets.accounts import create_agent
-from tickets.models import TicketClass
+from tickets.models import Ticket, TicketClass
 from tickets.services.lifecycle import open_ticket
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -302,7 +302,8 @@ def _length(data: bytes) -> int:
 def test_nginx_own_refusals_under_api_are_json(site: Site) -> None:
     """What nginx answers itself under /api/ is JSON with an error code and a message: a body over the desk's
     256 KiB (413, refused from its Content-Length before any byte of it), a request line or a header over 4 KiB
-    (414, 431), and the desk down (502). The static files come from collectstatic's directory."""
+    (414, 431), and the desk down (502). A body at the limit and a chunked body reach the desk. The static files
+    come from collectstatic's directory."""
     too_large = settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1
     cases = {
         413: (
@@ -331,6 +332,20 @@ def test_nginx_own_refusals_under_api_are_json(site: Site) -> None:
         + at_limit
     )
     assert status == 400 and json.loads(body)["error"], (status, body[:300])
+
+    # A chunked body is read whole by nginx and reaches the desk with a Content-Length (the desk alone refuses
+    # chunked bodies with 411, never reading them as empty).
+    ticket = b'{"ticket_id": "T-CHUNKED", "order_id": "SU-2", "seller_type": "marketplace", "ticket_class": "standard-8k"}'
+    chunks = (
+        b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (ticket[:40], ticket[40:])) + b"0\r\n\r\n"
+    )
+    status, headers, body = raw_exchange(
+        b"POST /api/v1/tickets/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        + f"Authorization: Token {site.token}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode()
+        + chunks
+    )
+    assert status == 201, (status, body[:300])
+    assert Ticket.objects.filter(ticket_id="T-CHUNKED").exists()
 
     status, headers, body = raw_exchange(
         b"GET /static/desk.css HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
