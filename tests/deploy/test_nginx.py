@@ -69,7 +69,10 @@ def site_config(root: Path) -> str:
     for old, new in replacements.items():
         assert text.count(old) == 1, f"deploy/nginx.conf no longer has {old!r}: update this test with it"
         text = text.replace(old, new)
-    return text
+    # The buffered bodies in the prefix too (Debian's build keeps them under /var/lib/nginx, root's).
+    return text.replace(
+        "http {\n", f"http {{\n    client_body_temp_path {root}/body;\n    proxy_temp_path {root}/proxy;\n", 1
+    )
 
 
 @dataclass
