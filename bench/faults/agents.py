@@ -4,8 +4,8 @@ Each agent owns one ticket and loops: a customer turn, on every third round a re
 intent reserved with its Idempotency-Key, the settle, the tool result turn), on every other round a constraint
 stated against the state's ETag, and an agent reply that is a boundary (where compaction may fire, with a
 summarizer that hangs every other call). Every request is retried with the same key and body on a connection
-error, a 5xx or `idempotency_key_in_flight` until it has an answer; a state change answered 412 after a retry is
-re-read: when its text is there, the earlier attempt landed. Each write the agent believes done is logged with
+error, a 5xx, a 429 or `idempotency_key_in_flight` until it has an answer; a state change answered 412 after a
+retry is re-read: when its text is there, the earlier attempt landed. Each write the agent believes done is logged with
 its marker (a unique text in the turn or the constraint, the action's key), which `counts` looks for in the
 database.
 """
@@ -77,7 +77,7 @@ class Client:
         headers: dict[str, str] | None = None,
     ) -> tuple[int, dict[str, Any], dict[str, str], int]:
         """The desk's answer (status, body, headers, attempts), retried with the same request until it is one
-        a client acts on (a 2xx or a 4xx other than a key in flight)."""
+        a client acts on (a 2xx, or a 4xx other than a key in flight or a 429)."""
         data = json.dumps(body).encode() if body is not None else None
         all_headers = {"Authorization": f"Token {self.token}", **(headers or {})}
         if data is not None:
@@ -105,7 +105,7 @@ class Client:
                 except ValueError:
                     answer = {"error": "not_json", "raw": raw[:200].decode("latin-1")}
                 in_flight = response.status == 409 and answer.get("error") == "idempotency_key_in_flight"
-                if response.status < 500 and not in_flight:
+                if response.status < 500 and response.status != 429 and not in_flight:
                     return response.status, answer, answer_headers, attempt
             if time.monotonic() > give_up:
                 raise GaveUp(f"{method} {path}: no answer after {attempt} attempts")
