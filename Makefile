@@ -10,7 +10,7 @@ PORT ?= 8000
 # A cold install shows each package as pip collects it (pip's own errors still reach stderr and fail the step).
 PIP_PROGRESS := | awk '/^(Collecting|Successfully installed)/ { print "    " $$0; fflush() }'
 
-.PHONY: run demo-reset test test-model lint migrations-check venv venv-runtime venv-model model-server fuzz bench eval clean
+.PHONY: run demo-reset test test-model lint migrations-check venv venv-runtime venv-model model-server fuzz bench load-faults eval clean
 
 # Two install levels: `make run` needs only the runtime group; tests, linters and browsers need dev.
 RUNTIME_STAMP := $(VENV)/.runtime-$(shell sha1sum pyproject.toml | cut -c1-12)
@@ -96,6 +96,17 @@ bench: venv
 	$(BIN)/python -m bench.db "$(BENCH_DATABASE_URL)"
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py migrate --no-input -v 0
 	DATABASE_URL=$(BENCH_DATABASE_URL) SECRET_KEY=$(BENCH_SECRET_KEY) $(BIN)/python manage.py bench $(BENCH_ARGS)
+
+# 20 agents against gunicorn as deployed (deploy/gunicorn.conf.py, 4 sync workers, production settings) while
+# workers are killed, the master is HUPed and restarted and the summarizer hangs; counts lost and doubled turns,
+# state changes and actions (exits 1 on any); writes var/load_faults.json. The database is dropped and created afresh.
+LOAD_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/sundry_load_faults
+LOAD_SECONDS ?= 90
+load-faults: venv
+	@mkdir -p var
+	$(BIN)/python -m bench.db "$(LOAD_DATABASE_URL)"
+	DATABASE_URL=$(LOAD_DATABASE_URL) $(BIN)/python manage.py migrate --no-input -v 0
+	DATABASE_URL=$(LOAD_DATABASE_URL) $(BIN)/python manage.py load_faults --seconds $(LOAD_SECONDS) $(LOAD_ARGS)
 
 # The public tau2-bench file (MIT; a copy with its README under demo/realdata/); override with TAU2_FILE=...
 TAU2_FILE ?= demo/realdata/tau2-retail-gpt-4.1.json
