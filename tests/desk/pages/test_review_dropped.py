@@ -38,6 +38,8 @@ def test_the_lossy_summary_drops_passages_that_the_page_marks(sam: Client, scena
     )
     texts = [t for _, t in marks]
     assert "and should show within 3-5 business days." in texts
+    assert "which usually adds two to three days." in texts
+    assert "If a box is lost, the seller re-ships for free." in texts
     # The refund is pinned (A1), so its passages are not marked; the summary's constraint is kept too.
     assert not any("$40" in t for t in texts)
     assert not any("I don&#x27;t want a replacement" in t for t in texts)
