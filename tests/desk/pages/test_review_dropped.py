@@ -82,7 +82,9 @@ def test_pin_this_lands_in_the_state_and_the_audit_trail(sam: Client, scenario: 
             "reason": "the promised delay was dropped by compaction #2",
         },
     )
-    assert response.status_code == 302
+    assert response.status_code == 302 and response["Location"] == f"/tickets/{ticket.ticket_id}/#state"
+    landed = sam.get(response["Location"]).content.decode()
+    assert f"Correction saved: the state is now at version {version + 1}." in landed
     change = StateChange.objects.filter(ticket=ticket).latest("to_version")
     assert (
         change.op == "decision_made" and change.actor_kind == "supervisor" and change.actor.username == "sam"
