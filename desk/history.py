@@ -1,7 +1,7 @@
 """A ticket's history: every change, newest first, one page at a time, with who and when.
 
-The entries come from eight tables (turns, state changes, refused attempts, status changes, compactions,
-handoffs, and the ledger's mismatches and resolutions).
+The entries come from nine tables (turns, state changes, refused attempts, status changes, compactions,
+supervisors' reviews of compactions, handoffs, and the ledger's mismatches and resolutions).
 One UNION query orders and pages their (kind, time, id) triples; one query per kind on the page then reads
 the rows. A page costs the same number of queries however long the ticket is.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db.models import CharField, F, QuerySet, Value
 
-from compaction.models import CompactionEvent
+from compaction.models import CompactionEvent, CompactionReview
 from core.state import agent_item
 from core.vocabulary import ActorKind, StateOp, values
 from ledger.models import LedgerResolution, Outcome, Reconciliation
@@ -34,6 +34,7 @@ MAX_PAGE_SIZE = 200
 TURN, STATE, REFUSED, STATUS, COMPACTION = "turn", "state", "refused", "status", "compaction"
 MISMATCH, RESOLUTION = "mismatch", "resolution"
 HANDOFF = "handoff"
+REVIEW = "review"
 
 ACTION_EVENTS = {
     StateOp.ACTION_TAKEN: "recorded",
@@ -75,6 +76,7 @@ def _stream(ticket: Ticket) -> QuerySet[Any]:
         ),
         _tagged(LedgerResolution.objects.filter(ticket=ticket).order_by(), RESOLUTION),
         _tagged(Handoff.objects.filter(ticket=ticket).order_by(), HANDOFF),
+        _tagged(CompactionReview.objects.filter(event__ticket=ticket).order_by(), REVIEW),
         all=True,
     )
 
@@ -223,6 +225,25 @@ def _compaction(event: CompactionEvent) -> dict[str, Any]:
     }
 
 
+def _review(review: CompactionReview) -> dict[str, Any]:
+    event = review.event
+    return {
+        "kind": "review",
+        "at": review.created_at,
+        "by": _who(ActorKind.SUPERVISOR, review.by),
+        "thread_turn": None,
+        "summary": f"compaction {event.number} reviewed: {review.get_verdict_display().lower()}"
+        + (f" ({review.comment})" if review.comment else ""),
+        "detail": {
+            "compaction": event.number,
+            "compaction_status": event.status,
+            "compaction_at_turn": event.at_turn,
+            "verdict": review.verdict,
+            "comment": review.comment,
+        },
+    }
+
+
 def _mismatch(row: Reconciliation) -> dict[str, Any]:
     return {
         "kind": "ledger",
@@ -279,7 +300,7 @@ def handoff_entry(handoff: Handoff) -> dict[str, Any]:
 
 
 def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PAGE_SIZE) -> HistoryPage:
-    """One page of the ticket's history, newest first: at most eleven queries, whatever its length."""
+    """One page of the ticket's history, newest first: at most twelve queries, whatever its length."""
     page = max(page, 1)
     page_size = min(max(page_size, 1), MAX_PAGE_SIZE)
     stream = _stream(ticket)
@@ -310,6 +331,21 @@ def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PA
         else {}
     )
     handoffs = Handoff.objects.select_related("actor").in_bulk(wanted[HANDOFF]) if HANDOFF in wanted else {}
+    reviews = (
+        CompactionReview.objects.select_related("by", "event")
+        .only(
+            "verdict",
+            "comment",
+            "created_at",
+            "by__username",
+            "event__number",
+            "event__status",
+            "event__at_turn",
+        )
+        .in_bulk(wanted[REVIEW])
+        if REVIEW in wanted
+        else {}
+    )
     # Refused attempts name the earlier action; its current form (settled? reversed?) is in the state.
     state = (
         PinnedState.objects.filter(ticket=ticket).values_list("data", flat=True).first() or {}
@@ -333,6 +369,8 @@ def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PA
             entries.append(_resolution(resolutions[ref]))
         elif src == HANDOFF:
             entries.append(handoff_entry(handoffs[ref]))
+        elif src == REVIEW:
+            entries.append(_review(reviews[ref]))
         else:
             entries.append(_compaction(events[ref]))
     return HistoryPage(entries=entries, count=count, page=page, page_size=page_size)

@@ -26,6 +26,18 @@
     links[next].focus();
     links[next].scrollIntoView({ block: "nearest" });
   });
+  // The queue's collapsed filters say how many are active ("Filters (2 active)"): kept right as they change.
+  document.addEventListener("change", function (event) {
+    var form = event.target && event.target.closest ? event.target.closest("form.filters") : null;
+    var count = form ? form.querySelector(".filter-count") : null;
+    if (!count) return;
+    var active = form.querySelectorAll(".filter-fields input[type=checkbox]:checked").length;
+    ["ticket_class", "status"].forEach(function (name) {
+      var field = form.elements[name];
+      if (field && field.value) active += 1;
+    });
+    count.textContent = "(" + active + " active)";
+  });
   // The ticket page's live poll is conditional: a 304 (or the browser cache's copy of an answer already
   // shown, the same ETag) leaves the news as they are, so a focused link or a scrolled list is not redrawn.
   document.addEventListener("htmx:beforeSwap", function (event) {

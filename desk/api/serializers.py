@@ -448,9 +448,11 @@ class HistoryEntryOut(serializers.Serializer):
             "refused_attempt",
             "status_change",
             "compaction",
+            "review",
             "ledger",
             "handoff",
-        ]
+        ],
+        help_text="review: a supervisor's verdict on a compaction (detail: compaction, verdict, comment).",
     )
     at = serializers.DateTimeField(help_text="When it happened.")
     by = HistoryActorOut(help_text="Who did it.")

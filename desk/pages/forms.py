@@ -24,21 +24,34 @@ CORRECTION_FIELDS: dict[str, tuple[str, ...]] = {
     StateOp.ACTION_REVERSED: ("target_id",),
     StateOp.CONSTRAINT_STATED: ("text", "at_turn"),
     StateOp.CONSTRAINT_EDITED: ("target_id", "text"),
+    StateOp.QUESTION_OPENED: ("text", "at_turn"),
     StateOp.QUESTION_RESOLVED: ("target_id",),
+    StateOp.DECISION_MADE: ("text", "at_turn"),
 }
 CORRECTION_TITLES: dict[str, str] = {
     StateOp.ACTION_ADDED: "Add a missed action",
     StateOp.ACTION_REVERSED: "Mark an action reversed",
     StateOp.CONSTRAINT_STATED: "Add a constraint",
     StateOp.CONSTRAINT_EDITED: "Edit a constraint",
+    StateOp.QUESTION_OPENED: "Open a question",
     StateOp.QUESTION_RESOLVED: "Resolve a question",
+    StateOp.DECISION_MADE: "Add a decision",
 }
 REQUIRED_BY_OP: dict[str, tuple[str, ...]] = {
     StateOp.ACTION_ADDED: ("tool",),
     StateOp.ACTION_REVERSED: ("target_id",),
     StateOp.CONSTRAINT_STATED: ("text",),
     StateOp.CONSTRAINT_EDITED: ("target_id", "text"),
+    StateOp.QUESTION_OPENED: ("text",),
     StateOp.QUESTION_RESOLVED: ("target_id",),
+    StateOp.DECISION_MADE: ("text",),
+}
+# What a dropped passage can be pinned as, from the review page (`core.passages.PIN_KINDS`).
+PIN_TITLES: dict[str, str] = {
+    StateOp.ACTION_ADDED: "a missed action",
+    StateOp.QUESTION_OPENED: "an open question",
+    StateOp.CONSTRAINT_STATED: "a constraint",
+    StateOp.DECISION_MADE: "a decision",
 }
 
 
@@ -121,6 +134,40 @@ class CorrectionForm(forms.Form):
         return CORRECTION_FIELDS.get(str(op), ())
 
 
+class PinForm(CorrectionForm):
+    """A passage the compaction dropped, pinned from the review page: the same correction (same view, same
+    service, same audit), with its kind a choice the supervisor can change and the passage and its turn
+    filled in. `key` tells the passage's form from the others on the page."""
+
+    def __init__(self, *args: Any, key: str, **kwargs: Any) -> None:
+        kwargs.setdefault("auto_id", f"id_pin_{key}_%s")
+        super().__init__(*args, **kwargs)
+        op = self.fields["op"]
+        op.widget = forms.Select(choices=[(o, f"Pin as {t}") for o, t in PIN_TITLES.items()])
+        op.label = "Pin as"
+        self.fields["text"].widget = forms.Textarea(attrs={"rows": 2})
+        self.fields["text"].help_text = "For a missed action the tool, item and amount are what is pinned."
+        self.fields["reason"].widget.attrs["placeholder"] = "Why pin this (required)"
+
+    PIN_FIELDS = ("op", "text", "tool", "item", "amount", "at_turn")
+
+    @property
+    def pin_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.PIN_FIELDS]
+
+
+def pin_form(
+    *, key: str, kind: str, text: str, turn: int | None, version: int, tool: str, amount_cents: int | None
+) -> PinForm:
+    """The correction a dropped passage opens, pre-filled with the passage and its turn."""
+    initial: dict[str, Any] = {"op": kind, "expected_version": version, "text": text, "at_turn": turn}
+    if tool:
+        initial["tool"] = tool
+    if amount_cents:
+        initial["amount"] = Decimal(amount_cents) / 100
+    return PinForm(initial=initial, key=key)
+
+
 @dataclass(frozen=True)
 class CorrectionPanel:
     op: str
@@ -196,6 +243,12 @@ class QueueFilterForm(forms.Form):
         class_field = self.fields["ticket_class"]
         assert isinstance(class_field, forms.ChoiceField)
         class_field.choices = [("", "Any class"), *((s, s) for s in class_slugs)]
+
+    def active_count(self) -> int:
+        """How many filters narrow the queue (a class, a status, each flag): the count the phone's
+        collapsed "Filters (n active)" shows. The search box stays in view and is not counted."""
+        filters = self.filters()
+        return bool(filters.ticket_class) + bool(filters.status) + len(filters.flags)
 
     def filters(self) -> QueueFilters:
         if not self.is_valid():

@@ -10,7 +10,9 @@ from django.db.models import Case, Value, When
 from django.http import Http404
 
 from compaction.models import CompactionEvent, CompactionReview, ContextSnapshot
+from core.passages import Passage, TurnPassages, dropped_passages
 from core.vocabulary import CompactionStatus
+from desk.pages.forms import PinForm, pin_form
 from desk.pages.labels import CATEGORIES, PinnedMark, item_label, pinned_marks_by_turn
 from tickets.models import Ticket
 
@@ -84,6 +86,60 @@ class ReviewCategory:
 
 
 @dataclass(frozen=True)
+class DroppedPin:
+    """One dropped passage and the correction that would pin it."""
+
+    passage: Passage
+    form: PinForm
+
+    @property
+    def anchor(self) -> str:
+        return f"dropped-{self.passage.turn}-{self.passage.index}"
+
+
+@dataclass(frozen=True)
+class DroppedTurn:
+    """A replaced turn with something dropped: its text in runs (each dropped passage marked) and pins."""
+
+    turn: TurnPassages
+    pins: list[DroppedPin]
+
+    def runs(self) -> list[tuple[str, str | None]]:
+        """(text, the anchor of its dropped passage or None), in the order of the turn's text."""
+        return [(text, f"dropped-{p.turn}-{p.index}" if p else None) for text, p in self.turn.pieces()]
+
+
+def dropped_turns(
+    messages: list[ReviewMessage], summary: dict[str, Any], states: list[dict[str, Any]], version: int
+) -> tuple[list[DroppedTurn], int]:
+    """The replaced turns with a passage that survives neither in the summary nor in the pinned state (at
+    the compaction or now: a passage pinned since is no longer dropped), and how many replaced turns of
+    conversation keep everything. Pure reading of the snapshot: no query."""
+    turns = [{"turn": m.turn, "role": m.role, "content": m.content} for m in messages if m.replaced]
+    read = dropped_passages(turns, summary, states)
+    out = []
+    for tp in read:
+        pins = [
+            DroppedPin(
+                passage=p,
+                form=pin_form(
+                    key=f"{p.turn}_{p.index}",
+                    kind=p.kind or "decision_made",
+                    text=p.text,
+                    turn=p.turn,
+                    version=version,
+                    tool=p.tool,
+                    amount_cents=p.amount_cents,
+                ),
+            )
+            for p in tp.dropped
+        ]
+        if pins:
+            out.append(DroppedTurn(turn=tp, pins=pins))
+    return out, len(read) - len(out)
+
+
+@dataclass(frozen=True)
 class ReviewPage:
     event: CompactionEvent
     snapshot: ContextSnapshot | None
@@ -93,6 +149,12 @@ class ReviewPage:
     siblings: list[CompactionEvent]
     reviews: list[CompactionReview]
     next_unreviewed: CompactionEvent | None
+    dropped: list[DroppedTurn]
+    kept_whole: int  # replaced turns of conversation with nothing dropped
+
+    @property
+    def dropped_count(self) -> int:
+        return sum(len(t.pins) for t in self.dropped)
 
     @property
     def missing_count(self) -> int:
@@ -201,6 +263,11 @@ def review_page(ticket: Ticket, number: int) -> ReviewPage:
     reviews = list(
         CompactionReview.objects.filter(event=event).select_related("by").order_by("created_at", "pk")
     )
+    # The state now (read with the ticket) as well as the one the summarizer saw: a pin counts at once.
+    now = ticket.pinned_state.agent_json()
+    dropped, kept_whole = (
+        dropped_turns(messages, summary, [state_json, now], int(now["version"])) if summary else ([], 0)
+    )
     return ReviewPage(
         event=event,
         snapshot=snapshot,
@@ -210,4 +277,6 @@ def review_page(ticket: Ticket, number: int) -> ReviewPage:
         siblings=siblings,
         reviews=reviews,
         next_unreviewed=next_unreviewed(event),
+        dropped=dropped,
+        kept_whole=kept_whole,
     )

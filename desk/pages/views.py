@@ -196,11 +196,11 @@ def correct_state(request: HttpRequest, ticket_id: str) -> HttpResponse:
     saved = False
     if form.is_valid():
         try:
-            correct_pinned_state(
+            version = correct_pinned_state(
                 ticket=ticket,
                 by=Actor(kind=ActorKind.SUPERVISOR, user=request.user),  # type: ignore[arg-type]
                 **form.service_arguments(),
-            )
+            ).version
             saved = True
         except StaleVersion as exc:
             status = 409
@@ -219,6 +219,7 @@ def correct_state(request: HttpRequest, ticket_id: str) -> HttpResponse:
         status = 422
 
     if saved and not _is_fragment_request(request):
+        messages.success(request, f"Correction saved: the state is now at version {version}.")
         return redirect(reverse("ticket-detail", kwargs={"ticket_id": ticket.ticket_id}) + "#state")
 
     panel = ticket_reads.state_panel(ticket)

@@ -49,6 +49,8 @@ def test_the_seed_story_shows_missing_in_red_and_is_flagged_and_counted(
 ) -> None:
     log_in(page, live_server.url, width)
     assert_no_page_scroll(page)
+    if width < 700:  # on a phone the filters are folded behind "Filters (n active)"
+        page.locator("form.filters details.filter-more summary").click()
     page.get_by_label("Coverage misses").check()
     results = page.locator("#results")
     expect(results.locator(".flag-miss")).to_have_text("coverage miss")

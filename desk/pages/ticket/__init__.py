@@ -34,12 +34,15 @@ from desk.pages.ticket.trails import (
     AUDIT_WINDOW,
     STATUS_WINDOW,
     AuditRow,
+    ReviewRow,
     StatePanel,
+    audit_reviews,
     audit_rows,
     audit_trail,
     changes_since,
     state_panel,
     status_trail,
+    trail_rows,
 )
 
 __all__ = [
@@ -57,11 +60,13 @@ __all__ = [
     "ContextPoint",
     "ContextSeries",
     "EventFigures",
+    "ReviewRow",
     "SeriesRow",
     "StatePanel",
     "TicketPage",
     "TimelineTurn",
     "TimelineWindow",
+    "audit_reviews",
     "audit_rows",
     "audit_trail",
     "changes_since",
@@ -76,4 +81,5 @@ __all__ = [
     "ticket_export",
     "ticket_page",
     "timeline_window",
+    "trail_rows",
 ]

@@ -31,9 +31,10 @@ from desk.pages.ticket.trails import (
     AUDIT_WINDOW,
     STATUS_WINDOW,
     AuditRow,
-    audit_rows,
+    ReviewRow,
     audit_trail,
     status_trail,
+    trail_rows,
 )
 from tickets.models import (
     PinnedState,
@@ -138,7 +139,7 @@ class TicketPage:
     timeline: list[TimelineTurn]
     # Every compaction of the ticket, with the columns the cards, the chart and the markers read.
     compactions: list[EventFigures]
-    audit: list[AuditRow]
+    audit: list[AuditRow | ReviewRow]
     series: ContextSeries
     window: TimelineWindow = field(default_factory=lambda: TimelineWindow(first=1, last=0, turn_count=0))
     # Refused attempts whose turn is not on the timeline (none recorded, or past the stored turns): shown
@@ -216,7 +217,7 @@ def ticket_page(
     audit_before: int | None = None,
     status_before: int | None = None,
 ) -> TicketPage:
-    """Everything the ticket page shows, for the window of turns chosen by `timeline_window`: 6 queries
+    """Everything the ticket page shows, for the window of turns chosen by `timeline_window`: 7 queries
     after the ticket itself (one more when the threshold in force changed along a long ticket, two when
     some turn was stored without its figures), whatever its length.
 
@@ -303,7 +304,12 @@ def ticket_page(
         timeline=timeline,
         window=window,
         compactions=compactions,
-        audit=audit_rows(changes[:AUDIT_WINDOW]),
+        audit=trail_rows(
+            changes[:AUDIT_WINDOW],
+            ticket=ticket,
+            has_older=len(changes) > AUDIT_WINDOW,
+            before_version=audit_before,
+        ),
         audit_older_than=changes[AUDIT_WINDOW - 1].to_version if len(changes) > AUDIT_WINDOW else None,
         series=context_series(
             ticket=ticket,

@@ -1,14 +1,17 @@
-"""The ticket's trails: its state changes (as diffs of the state before and after) and its status
-changes, newest first and windowed, and the state panel a correction redraws.
+"""The ticket's trails: its state changes (as diffs of the state before and after), with the supervisors'
+reviews of its compactions among them by time, and its status changes, newest first and windowed, and the
+state panel a correction redraws.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.models import OuterRef, Q, Subquery
 
+from compaction.models import CompactionReview
 from desk.pages.diff import DiffLine, change_diff
 from tickets.models import PinnedState, StateChange, Ticket, TicketStatusChange
 
@@ -24,8 +27,50 @@ class AuditRow:
     diff: list[DiffLine]
 
 
+@dataclass(frozen=True)
+class ReviewRow:
+    """A supervisor's verdict on one of the ticket's compactions, in the audit trail beside the changes."""
+
+    review: CompactionReview
+
+    @property
+    def at(self) -> datetime:
+        return self.review.created_at
+
+
 def audit_rows(changes: list[StateChange]) -> list[AuditRow]:
     return [AuditRow(change=c, diff=change_diff(c.change)) for c in changes]
+
+
+def audit_reviews(
+    ticket: Ticket, *, since: datetime | None = None, before_version: int | None = None
+) -> list[CompactionReview]:
+    """The reviews of the ticket's compactions that fall in the audit trail's window, newest first (one
+    query): made at or after `since` (the oldest change shown, when older pages exist) and before the
+    change at `before_version` (when the window is an older page). At most AUDIT_WINDOW of them."""
+    reviews = (
+        CompactionReview.objects.filter(event__ticket=ticket)
+        .select_related("by", "event")
+        .only("verdict", "comment", "created_at", "by__username", "event__number", "event__ticket_id")
+        .order_by("-created_at", "-pk")
+    )
+    if since is not None:
+        reviews = reviews.filter(created_at__gte=since)
+    if before_version is not None:
+        then = StateChange.objects.filter(ticket=ticket, to_version=before_version).values("created_at")[:1]
+        reviews = reviews.filter(created_at__lt=Subquery(then))
+    return list(reviews[:AUDIT_WINDOW])
+
+
+def trail_rows(
+    changes: list[StateChange], *, ticket: Ticket, has_older: bool, before_version: int | None
+) -> list[AuditRow | ReviewRow]:
+    """The audit trail's window (`changes`, newest first, at most AUDIT_WINDOW) with the reviews made in
+    its span of time, merged newest first."""
+    since = changes[-1].created_at if has_older and changes else None
+    reviews = [ReviewRow(r) for r in audit_reviews(ticket, since=since, before_version=before_version)]
+    rows: list[AuditRow | ReviewRow] = [*audit_rows(changes), *reviews]
+    return sorted(rows, key=lambda r: r.at if isinstance(r, ReviewRow) else r.change.created_at, reverse=True)
 
 
 def audit_trail(
@@ -63,7 +108,7 @@ class StatePanel:
 
     ticket: Ticket
     state: dict[str, Any]
-    audit: list[AuditRow]
+    audit: list[AuditRow | ReviewRow]
     audit_older_than: int | None = None
 
 
@@ -75,7 +120,9 @@ def state_panel(ticket: Ticket) -> StatePanel:
     return StatePanel(
         ticket=pinned.ticket,
         state=pinned.agent_json(),
-        audit=audit_rows(changes[:AUDIT_WINDOW]),
+        audit=trail_rows(
+            changes[:AUDIT_WINDOW], ticket=ticket, has_older=len(changes) > AUDIT_WINDOW, before_version=None
+        ),
         audit_older_than=changes[AUDIT_WINDOW - 1].to_version if len(changes) > AUDIT_WINDOW else None,
     )
 

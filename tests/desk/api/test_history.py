@@ -8,6 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from compaction.models import CompactionEvent
+from compaction.reviews import compaction_review_record
 from core.vocabulary import ActorKind, CompactionStatus
 from desk.turns import receive_turn
 from tests.desk.api.conftest import REFUND, post_action, post_state, url
@@ -19,8 +20,8 @@ from tickets.services.state_changes import correct_state
 
 pytestmark = pytest.mark.django_db
 
-# Token auth, roles, the ticket, the count, the page, one read per kind (five), the pinned state.
-HISTORY_QUERIES = 10
+# Token auth, roles, the ticket, the count, the page, one read per kind (six), the pinned state.
+HISTORY_QUERIES = 11
 
 
 def busy_ticket(agent: APIClient, rounds: int = 4, ticket_id: str = "T-H") -> Ticket:
@@ -68,6 +69,9 @@ def busy_ticket(agent: APIClient, rounds: int = 4, ticket_id: str = "T-H") -> Ti
         op="constraint_stated",
         text="deliver after 5pm",
     )
+    event = CompactionEvent.objects.filter(ticket=ticket).order_by("number").first()
+    assert event is not None
+    compaction_review_record(event=event, by=sally, verdict="summary_bad", comment="dropped the refund")
     set_ticket_status(ticket=ticket, status="waiting", by=Actor(kind=ActorKind.SUPERVISOR, user=sally))
     receive_turn(ticket=ticket, role="customer", content="any news?")
     return ticket
@@ -91,6 +95,7 @@ def test_every_kind_of_change_appears_with_who_and_when(agent: APIClient) -> Non
         "refused_attempt",
         "status_change",
         "compaction",
+        "review",
     }
 
     events = [e["detail"]["event"] for e in entries if e["kind"] == "action"]
@@ -116,6 +121,18 @@ def test_every_kind_of_change_appears_with_who_and_when(agent: APIClient) -> Non
     assert correction["detail"]["op"] == "constraint_stated" and correction["by"]["username"] == "sally-T-H"
     compaction = next(e for e in entries if e["kind"] == "compaction")
     assert compaction["by"]["kind"] == "system" and compaction["detail"]["status"]
+    review = next(e for e in entries if e["kind"] == "review")
+    first = CompactionEvent.objects.filter(ticket=ticket).order_by("number").first()
+    assert first is not None
+    assert review["by"] == {"kind": "supervisor", "username": "sally-T-H"}
+    assert review["detail"] == {
+        "compaction": first.number,
+        "compaction_status": first.status,
+        "compaction_at_turn": first.at_turn,
+        "verdict": "summary_bad",
+        "comment": "dropped the refund",
+    }
+    assert review["summary"] == f"compaction {first.number} reviewed: summary bad (dropped the refund)"
 
 
 def test_the_history_is_newest_first_and_pages_cover_it_once(agent: APIClient) -> None:
@@ -168,5 +185,5 @@ def test_a_history_page_costs_a_constant_number_of_queries(
     for ticket in (short, long):
         with django_assert_num_queries(HISTORY_QUERIES):
             body = history(agent, ticket, page_size=200)
-        assert len({e["kind"] for e in body["results"]}) == 7  # every kind read, whatever the length
+        assert len({e["kind"] for e in body["results"]}) == 8  # every kind read, whatever the length
     assert body["count"] > 40  # the long one: many more rows than the short one, the same queries

@@ -14,8 +14,8 @@ from tests.browser.desk_data import HOSTILE, hostile_ticket, import_t40118
 pytestmark = pytest.mark.django_db
 
 # session + user + roles + ticket (with class and pinned state) + the window's turns + the chart's figures
-# of every turn + compaction events + audit trail + refused attempts + status changes + ledger outcomes
-DETAIL_QUERIES = 11
+# of every turn + compaction events + audit trail + its reviews + refused attempts + status changes + ledger outcomes
+DETAIL_QUERIES = 12
 
 
 @pytest.mark.parametrize("until", [4, 26])
