@@ -21,6 +21,7 @@ from django.urls import reverse
 
 from core.caps import MoneyCaps
 from core.identity import ToolCatalog, default_irreversible_tools, default_money_tools
+from core.policy import min_gain_tokens
 from core.state import ItemChange, StateItems, agent_state
 from core.tokens import REPLY_PRIMING_TOKENS
 from core.vocabulary import ActorKind, StateOp, SummarizerBackend, TurnRole, choices
@@ -36,6 +37,13 @@ class TicketClass(models.Model):
     )
     keep_recent_tokens = models.PositiveIntegerField(
         default=0, help_text="Verbatim tail kept after compaction; 0 means a quarter of the budget."
+    )
+    min_gain_share = models.FloatField(
+        default=0.1,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="A compaction at a boundary must be expected to free at least this share of the budget "
+        "(0.1 of 8000 tokens: 800), or it is not run and the turns accumulate until one pays; 0 runs every "
+        "compaction that frees anything. The hard ceiling ignores it.",
     )
     summarizer_backend = models.CharField(
         max_length=20, choices=choices(SummarizerBackend), default=SummarizerBackend.EXTRACTIVE
@@ -95,6 +103,11 @@ class TicketClass(models.Model):
     def threshold_tokens(self) -> int:
         """Compaction is due when the assembled request exceeds this many tokens."""
         return int(self.token_budget * self.compaction_threshold)
+
+    @property
+    def min_gain_tokens(self) -> int:
+        """The fewest tokens a compaction at a boundary must free (`min_gain_share` of the budget)."""
+        return min_gain_tokens(self.token_budget, self.min_gain_share)
 
     @property
     def effective_keep_recent_tokens(self) -> int:
