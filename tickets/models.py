@@ -506,6 +506,8 @@ class AgentToken(models.Model):
     """An agent's API token, stored as a lookup prefix and the SHA-256 digest of the whole key.
 
     The key is high-entropy and random, so a fast hash is enough; the secret is shown once, never stored.
+    A token may be scoped to ticket classes (`ticket_classes`; none = all): the API refuses it every ticket of
+    another class.
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_tokens")
@@ -514,12 +516,33 @@ class AgentToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    ticket_classes = models.ManyToManyField(
+        TicketClass,
+        blank=True,
+        related_name="agent_tokens",
+        help_text="The ticket classes this token may act on; none means every class (as before scopes existed).",
+    )
 
     class Meta:
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
+
+    def class_scope(self) -> frozenset[int] | None:
+        """The ids of the classes this token may act on, None for every class. Resolved with the token at
+        authentication (`set_class_scope`, same query) or read once from the table."""
+        if "_class_scope" not in self.__dict__:
+            ids = frozenset(self.ticket_classes.values_list("pk", flat=True))
+            self.set_class_scope(ids or None)
+        return self.__dict__["_class_scope"]
+
+    def set_class_scope(self, ids: frozenset[int] | None) -> None:
+        self.__dict__["_class_scope"] = ids
+
+    def allows_class(self, ticket_class_id: int) -> bool:
+        scope = self.class_scope()
+        return scope is None or ticket_class_id in scope
 
 
 class AuthFailure(models.Model):

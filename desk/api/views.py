@@ -24,6 +24,7 @@ from desk.api.parsers import BoundedJSONParser
 from desk.api.permissions import AgentWritesStaffReads
 from desk.history import handoff_entry
 from desk.turns import receive_turn
+from tickets.models import AgentToken
 from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
 from tickets.services.handoffs import record_handoff
@@ -41,6 +42,14 @@ class DeskAPIView(APIView):
 
     def get_exception_handler(self) -> Any:
         return desk_exception_handler
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """After authentication and permissions: a token scoped to ticket classes reaches only their tickets
+        (403 class_not_allowed for any other; an unknown ticket stays the view's 404)."""
+        super().initial(request, *args, **kwargs)
+        ticket_id = kwargs.get("ticket_id")
+        if ticket_id is not None and isinstance(request.auth, AgentToken):
+            selectors.check_ticket_scope(request.auth, ticket_id)
 
 
 def _agent(request: Request) -> Actor:
@@ -65,6 +74,8 @@ class TicketListView(DeskAPIView):
     )
     def post(self, request: Request) -> Response:
         data = _validated(serializers.TicketIn, request)
+        if isinstance(request.auth, AgentToken):
+            selectors.check_class_scope(request.auth, data["ticket_class"])
         ticket = open_ticket(by=_agent(request), **data)
         detail = selectors.ticket_detail(ticket.ticket_id)
         location = reverse("api-ticket", kwargs={"ticket_id": ticket.ticket_id})
