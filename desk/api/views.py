@@ -29,7 +29,7 @@ from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
 from tickets.services.handoffs import record_handoff
 from tickets.services.lifecycle import open_ticket, set_ticket_status
-from tickets.services.state_changes import change_state
+from tickets.services.state_changes import change_state, change_state_once
 
 
 class DeskAPIView(APIView):
@@ -54,6 +54,13 @@ class DeskAPIView(APIView):
 
 def _agent(request: Request) -> Actor:
     return Actor(kind=ActorKind.AGENT, user=request.user)  # type: ignore[arg-type]
+
+
+def _key_scope(request: Request) -> str:
+    """Whose Idempotency-Keys these are, beside the ticket's: the token's (a person's session: the user's)."""
+    if isinstance(request.auth, AgentToken):
+        return f"token-{request.auth.pk}"
+    return f"user-{request.user.pk}"
 
 
 def _validated(serializer_class: type[serializers.StrictSerializer], request: Request) -> dict[str, Any]:
@@ -187,17 +194,58 @@ class StateView(DeskAPIView):
     @extend_schema(
         operation_id="change_state",
         summary="Record a constraint, a question opened or resolved, or a decision",
-        parameters=[IF_MATCH, ETAG_HEADER],
+        parameters=[
+            IF_MATCH,
+            ETAG_HEADER,
+            OpenApiParameter(
+                "Idempotency-Key",
+                location=OpenApiParameter.HEADER,
+                required=False,
+                description=(
+                    "Optional; per ticket and token. A retry with the same key and body answers the first response "
+                    "again (status and body, with Idempotent-Replayed: true), even after the version moved; with "
+                    "another body, 422; while the first is still processed, 409."
+                ),
+            ),
+            OpenApiParameter(
+                "Idempotent-Replayed",
+                location=OpenApiParameter.HEADER,
+                response=[200],
+                description="true when this is the stored answer to an earlier request with the same key.",
+            ),
+        ],
         request=serializers.StateChangeIn,
-        responses={200: serializers.PinnedStateOut, **schema.errors(400, 401, 403, 404, 412, 413, 428)},
+        responses={
+            200: serializers.PinnedStateOut,
+            **schema.errors(400, 401, 403, 404, 409, 412, 413, 422, 428),
+        },
         examples=schema.STATE_EXAMPLES,
     )
     def post(self, request: Request, ticket_id: str) -> Response:
         ticket = selectors.ticket_by_id(ticket_id)
         expected_version = headers.if_match_version(request.headers.get("If-Match"))
+        key = headers.optional_idempotency_key(request.headers.get("Idempotency-Key"))
         data = _validated(serializers.StateChangeIn, request)
-        pinned = change_state(ticket=ticket, expected_version=expected_version, by=_agent(request), **data)
-        return Response(pinned.agent_json(), headers={"ETag": headers.etag(pinned.version)})
+        if not key:
+            pinned = change_state(
+                ticket=ticket, expected_version=expected_version, by=_agent(request), **data
+            )
+            return Response(pinned.agent_json(), headers={"ETag": headers.etag(pinned.version)})
+        changed = change_state_once(
+            ticket=ticket,
+            idempotency_key=key,
+            key_scope=_key_scope(request),
+            expected_version=expected_version,
+            by=_agent(request),
+            refuse_in_flight=True,
+            **data,
+        )
+        response = Response(
+            changed.body, status=changed.status, headers={"ETag": headers.etag(changed.body["version"])}
+        )
+        if changed.replayed:
+            response["Idempotent-Replayed"] = "true"
+        return response
 
 
 class ActionListView(DeskAPIView):
