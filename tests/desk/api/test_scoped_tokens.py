@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
+from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.desk.api.conftest import REFUND, post_action, post_state, post_turn, url
-from tickets.accounts import authenticate_agent_token, create_agent
+from tickets.accounts import authenticate_agent_token, create_agent, create_person
 from tickets.models import AgentToken, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
 from tickets.services.lifecycle import open_ticket
@@ -196,3 +197,21 @@ def test_create_agent_takes_repeatable_classes_and_refuses_unknown_ones(
     call_command("create_agent", "all-bot", stdout=out)
     assert "scoped to every class" in out.getvalue()
     assert not AgentToken.objects.get(user__username="all-bot").ticket_classes.exists()
+
+
+def test_an_admin_narrows_a_token_in_the_admin(
+    tickets: tuple[Ticket, Ticket], classes: tuple[TicketClass, TicketClass]
+) -> None:
+    _, other = tickets
+    key = create_agent(name="wide-bot")
+    token = AgentToken.objects.get(user__username="wide-bot")
+    admin = Client()
+    admin.force_login(create_person(username="ada", password="correct-horse-battery", role="admin"))
+    page = f"/admin/tickets/agenttoken/{token.pk}/change/"
+    assert 'name="ticket_classes"' in admin.get(page).content.decode()
+    response = admin.post(page, {"ticket_classes": [classes[0].pk]})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert list(token.ticket_classes.values_list("slug", flat=True)) == ["refunds-8k"]
+    token.refresh_from_db()
+    assert token.revoked_at is None and token.prefix == key[:12]  # nothing else changed
+    refused(client_for(key).get(url(other)))
