@@ -4,6 +4,8 @@ hard ceiling ignores the minimum."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.test import Client
 from rest_framework.test import APIClient
@@ -139,7 +141,7 @@ def test_the_turn_answer_over_the_api_carries_the_low_gain_figures() -> None:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {create_agent(name='agent-gain')}")
     url = f"/api/v1/tickets/{ticket.ticket_id}/turns/"
-    answers = []
+    answers: list[dict[str, Any]] = []
     while len(answers) < 100 and (not answers or answers[-1]["context_tokens"] <= 1600):
         client.post(url, {"role": "customer", "content": (WORDS * 5)[:300]}, format="json")
         response = client.post(
