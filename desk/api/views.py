@@ -1,5 +1,9 @@
 """The agents' REST API. Each handler: check the headers, validate the body, call one service or selector,
-answer with an output serializer. Rules live in the services; errors are mapped in exceptions.py."""
+answer with an output serializer. Rules live in the services; errors are mapped in exceptions.py.
+
+One module although over 400 lines: each endpoint's OpenAPI declaration sits on its handler, and the base
+view's checks (the token's class scope) apply to them all; split, a handler would be read apart from its
+documented headers and errors."""
 
 from __future__ import annotations
 
