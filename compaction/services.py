@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -33,7 +33,16 @@ from compaction.selectors import active_compaction, assemble_context, pending_co
 from compaction.summarizers import SummarizerError, SummaryRequest, get_summarizer
 from core.context import summary_message
 from core.coverage import check_coverage
-from core.policy import TurnInfo, at_boundary, complete_prefix, is_due, plan_cut
+from core.policy import (
+    CutPlan,
+    Room,
+    TurnInfo,
+    at_boundary,
+    complete_prefix,
+    is_due,
+    plan_cut,
+    summary_estimate,
+)
 from core.summary import Summary
 from core.tokens import RequestSize, count_message
 from core.vocabulary import CompactionStatus, TurnOutcome
@@ -47,8 +56,6 @@ logger = logging.getLogger(__name__)
 
 ATTEMPTS = 3
 MILLION = Decimal(1_000_000)
-# Before the summarizer answers, the cut is chosen against an estimate of the summary's size.
-SUMMARY_ESTIMATE_TOKENS = 300
 # After a failure, a ticket's next boundaries wait (the hard ceiling does not): the wait doubles with each
 # failure in a row, counted in turns or in time, whichever comes first.
 BACKOFF_TURNS = 4
@@ -79,6 +86,11 @@ class PolicyOutcome:
     reason: str = ""
     # The system prompt and pinned state alone reach the threshold: compacting turns cannot help.
     state_over_threshold: bool = False
+    # The pinned state leaves less room under the threshold than one compaction must free (core.policy.Room).
+    state_crowded: bool = False
+    # low_gain: what the compaction would have freed and what it had to.
+    expected_gain: int | None = None
+    min_gain: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status}
@@ -86,6 +98,11 @@ class PolicyOutcome:
             out["reason"] = self.reason
         if self.state_over_threshold:
             out["state_over_threshold"] = True
+        if self.state_crowded:
+            out["state_crowded"] = True
+        if self.expected_gain is not None:
+            out["expected_gain"] = self.expected_gain
+            out["min_gain"] = self.min_gain
         event = self.event
         if event is None:
             return out
@@ -135,11 +152,6 @@ def _window(ticket: Ticket, first_active_turn: int, *, upto: int | None = None) 
 
 def _next_number(ticket: Ticket) -> int:
     return (CompactionEvent.objects.filter(ticket=ticket).aggregate(n=Max("number"))["n"] or 0) + 1
-
-
-def _first_active_turn(ticket: Ticket) -> int:
-    active = active_compaction(ticket)
-    return (active.last_replaced_turn or 0) + 1 if active else 1
 
 
 def _backing_off(ticket: Ticket, turn: Turn) -> str:
@@ -207,18 +219,78 @@ def _claim(*, ticket: Ticket, turn: Turn, total: int, reason: str = "") -> Compa
         return None  # this turn already compacted, or another claim is pending: the constraints decided
 
 
-def _state_over_threshold(ticket: Ticket, *, over_budget: bool) -> str:
+def state_room(ticket: Ticket, state_tokens: int | None = None) -> Room:
+    """What the ticket's threshold leaves a compaction (core.policy.Room), from the stored counts. Reads the
+    pinned state's count unless given (the queue selects it with the ticket)."""
+    ticket_class = ticket.ticket_class
+    if state_tokens is None:
+        state_tokens = PinnedState.objects.filter(ticket=ticket).values_list("tokens", flat=True).first() or 0
+    return Room(
+        floor=RequestSize(system=ticket.system_prompt_tokens, state=state_tokens).floor,
+        threshold=ticket_class.threshold_tokens,
+        min_gain=ticket_class.min_gain_tokens,
+    )
+
+
+def _state_over_threshold(ticket: Ticket, room: Room, *, over_budget: bool) -> str:
     """Why compacting cannot help, or "": the parts no compaction replaces (system prompt, pinned state,
     framing) already reach the threshold, and either the request is within the budget or they exceed that too."""
     ticket_class = ticket.ticket_class
-    state_tokens = PinnedState.objects.filter(ticket=ticket).values_list("tokens", flat=True).first() or 0
-    floor = RequestSize(system=ticket.system_prompt_tokens, state=state_tokens).floor
-    if floor < ticket_class.threshold_tokens or (over_budget and floor < ticket_class.token_budget):
+    if not room.state_over_threshold or (over_budget and room.floor < ticket_class.token_budget):
         return ""
     return (
-        f"the system prompt and pinned state alone are {floor} tokens, at or over the "
+        f"the system prompt and pinned state alone are {room.floor} tokens, at or over the "
         f"{ticket_class.threshold_tokens}-token threshold: compacting turns cannot bring the request under it "
         "(raise the class budget or trim the state)"
+    )
+
+
+def _boundary_plan(ticket: Ticket, window: list[TurnInfo], summary_tokens: int) -> CutPlan:
+    """The cut `_run` would make at this boundary (the same inputs, from the stored counts), and its gain."""
+    ticket_class = ticket.ticket_class
+    estimate = summary_estimate(summary_tokens)
+    window_tokens = sum(t.tokens for t in window)
+    # Everything but the window after the compaction: the request now less the turns and the old summary,
+    # plus the new summary's estimate.
+    other = ticket.context_tokens - window_tokens - summary_tokens + estimate
+    return plan_cut(
+        window,
+        keep_recent_tokens=ticket_class.effective_keep_recent_tokens,
+        other_tokens=other,
+        threshold_tokens=ticket_class.threshold_tokens,
+        forced=False,
+        summary_tokens=summary_tokens,
+        min_gain_tokens=ticket_class.min_gain_tokens,
+    )
+
+
+def _low_gain(ticket: Ticket, plan: CutPlan, room: Room) -> PolicyOutcome:
+    """The answer for a boundary whose compaction would not pay: nothing claimed, no summarizer call."""
+    ticket_class = ticket.ticket_class
+    budget = ticket_class.token_budget
+    minimum = ticket_class.min_gain_tokens
+    share = f"{ticket_class.min_gain_share:g} of the {budget}-token budget"
+    if room.crowded:
+        reason = (
+            f"the pinned state leaves too little room: the system prompt and pinned state are {room.floor} of the "
+            f"{room.threshold}-token threshold, so a compaction made at the threshold frees at most about "
+            f"{max(room.best_gain, 0)} tokens (a summary takes the place of what it replaces), less than the "
+            f"class's {minimum}-token minimum gain ({share}). This one would free about {plan.freed}: none runs "
+            f"until one frees {minimum}, the request runs over the threshold meanwhile, and the hard ceiling "
+            "still compacts past the budget (trim the state or raise the class budget)"
+        )
+    else:
+        reason = (
+            f"not worth a summarizer call: a compaction now would free about {plan.freed} tokens, under the "
+            f"class's {minimum}-token minimum gain ({share}); it runs at a later boundary once it pays, and "
+            "the hard ceiling still compacts past the budget"
+        )
+    return PolicyOutcome(
+        status=TurnOutcome.LOW_GAIN,
+        reason=reason,
+        state_crowded=room.crowded,
+        expected_gain=plan.freed,
+        min_gain=minimum,
     )
 
 
@@ -234,12 +306,24 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
     if not is_due(current, ticket_class.threshold_tokens):
         return Decision(PolicyOutcome(status=TurnOutcome.NOT_DUE))
     over_budget = current > ticket_class.token_budget
-    futile = _state_over_threshold(ticket, over_budget=over_budget)
+    room = state_room(ticket)
+    futile = _state_over_threshold(ticket, room, over_budget=over_budget)
     if futile:
         return Decision(PolicyOutcome(status=TurnOutcome.NOT_DUE, reason=futile, state_over_threshold=True))
+    decision = _decide_due(ticket=ticket, turn=turn, current=current, over_budget=over_budget, room=room)
+    if room.crowded and not decision.outcome.state_crowded:
+        # Whatever was done, the answer says the state leaves too little room (the queue flags it too).
+        decision = replace(decision, outcome=replace(decision.outcome, state_crowded=True))
+    return decision
+
+
+def _decide_due(*, ticket: Ticket, turn: Turn, current: int, over_budget: bool, room: Room) -> Decision:
+    """`decide` for a due request whose state leaves compaction something to do."""
+    ticket_class = ticket.ticket_class
     queued = CompactionEvent.objects.filter(ticket=ticket, status=CompactionStatus.PENDING).first()
     running = None if queued else pending_compaction(ticket)
-    window = _window(ticket, _first_active_turn(ticket))
+    active = active_compaction(ticket)
+    window = _window(ticket, (active.last_replaced_turn or 0) + 1 if active else 1)
     boundary = at_boundary(window)
 
     if queued is not None:
@@ -264,6 +348,11 @@ def decide(*, ticket: Ticket, turn: Turn) -> Decision:
         wait = "" if over_budget else _backing_off(ticket, turn)
         if wait:
             return Decision(PolicyOutcome(status=TurnOutcome.DEFERRED, reason=wait))
+        if not over_budget:
+            # Only when it pays: a compaction that frees a few hundred tokens is not worth a model call.
+            plan = _boundary_plan(ticket, window, active.summary_tokens if active else 0)
+            if not plan.pays:
+                return Decision(_low_gain(ticket, plan, room))
         claimed = telemetry.compaction_claimed(_claim(ticket=ticket, turn=turn, total=current))
         if claimed is None:
             return Decision(PolicyOutcome(status=TurnOutcome.NOT_DUE))
@@ -413,9 +502,9 @@ def _run(event: CompactionEvent, deadline_seconds: float) -> CompactionEvent:
     ]
     later_tokens = sum(t.tokens for t in context.turns if t.number > upto)
     forced = not at_boundary(window)
-    summary_estimate = max(SUMMARY_ESTIMATE_TOKENS, context.tokens.summary)
+    estimate = summary_estimate(context.tokens.summary)
     other = RequestSize(
-        system=context.tokens.system, state=context.tokens.state, summary=summary_estimate, turns=later_tokens
+        system=context.tokens.system, state=context.tokens.state, summary=estimate, turns=later_tokens
     ).total
     plan = plan_cut(
         window,

@@ -22,6 +22,7 @@ can still answer it, so one lost result cannot shift every later pairing by one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -39,6 +40,11 @@ class TurnInfo:
     tool: str = ""
 
 
+# Before the summarizer answers, the cut is chosen against an estimate of the summary's size (at least this,
+# and at least the size of the summary it replaces).
+SUMMARY_ESTIMATE_TOKENS = 300
+
+
 @dataclass(frozen=True)
 class CutPlan:
     """Where to cut the window, and what that cut achieves."""
@@ -46,6 +52,65 @@ class CutPlan:
     cut: int  # turns to replace (0 = nothing safe)
     forced: bool  # True when made under the hard ceiling (no boundary)
     fits: bool  # True when the request after the cut is estimated under the threshold
+    # Expected tokens freed: the replaced turns, plus the summary replaced, minus the new summary's estimate.
+    freed: int = field(default=0, compare=False)
+    # The freed tokens reach the minimum gain asked (always true under the hard ceiling, which asks none).
+    pays: bool = field(default=True, compare=False)
+
+
+def min_gain_tokens(token_budget: int, share: float) -> int:
+    """The fewest tokens a compaction must free to be worth a summarizer call: a share of the budget."""
+    return max(0, math.ceil(token_budget * share))
+
+
+def summary_estimate(current_summary_tokens: int) -> int:
+    """The size the new summary is planned at when choosing the cut: the fixed estimate, or the summary it
+    replaces if larger (a cut chosen against a generous estimate still fits when the summary comes)."""
+    return max(SUMMARY_ESTIMATE_TOKENS, current_summary_tokens)
+
+
+def expected_summary_tokens(replaced_tokens: int, current_summary_tokens: int = 0) -> int:
+    """The size the new summary is expected at when judging the gain: a summary of a short stretch at most half
+    of it, of a long one `SUMMARY_ESTIMATE_TOKENS`; never smaller than the summary it carries forward."""
+    return max(current_summary_tokens, min(SUMMARY_ESTIMATE_TOKENS, math.ceil(replaced_tokens / 2)))
+
+
+@dataclass(frozen=True)
+class Room:
+    """What the threshold leaves a compaction once the parts it never replaces are counted.
+
+    `floor` is the system prompt, the pinned state and the reply priming. A compaction made as soon as the
+    request is due (just over the threshold) replaces at most the `threshold - floor` tokens above the floor
+    and puts a summary in their place, so it frees at most `best_gain`. When that is less than the minimum
+    gain, the pinned state itself leaves too little room (`crowded`): no compaction at the threshold pays,
+    and the request has to run over the threshold (towards the budget, where the hard ceiling still forces a
+    compaction) before one does. With the state at or over the threshold, `state_over_threshold`.
+    """
+
+    floor: int
+    threshold: int
+    min_gain: int
+
+    @property
+    def turns_room(self) -> int:
+        """The tokens the threshold leaves above the floor, for the summary and the turns."""
+        return self.threshold - self.floor
+
+    @property
+    def best_gain(self) -> int:
+        """The most a compaction at the threshold frees: everything above the floor, less its summary."""
+        return self.turns_room - expected_summary_tokens(self.turns_room)
+
+    @property
+    def state_over_threshold(self) -> bool:
+        """The floor alone reaches the threshold (`RequestSize.fills_threshold`)."""
+        return self.floor >= self.threshold
+
+    @property
+    def crowded(self) -> bool:
+        """The state leaves less room under the threshold than one compaction must free (and does not fill
+        the threshold itself: that is `state_over_threshold`)."""
+        return not self.state_over_threshold and self.best_gain < self.min_gain
 
 
 @dataclass
@@ -214,6 +279,8 @@ def plan_cut(
     other_tokens: int,
     threshold_tokens: int,
     forced: bool,
+    summary_tokens: int = 0,
+    min_gain_tokens: int = 0,
 ) -> CutPlan:
     """The cut in one call.
 
@@ -221,6 +288,12 @@ def plan_cut(
     (`forced=True`) only its complete prefix (`complete_prefix`), the recent tail being chosen
     within that prefix. Then `fit_cut` replaces more until the request fits. `cut == 0` means no
     safe cut exists (the caller records over_budget when forced).
+
+    `freed` is what the cut is expected to free: the replaced turns' tokens and the summary in the request now
+    (`summary_tokens`), less the new summary's expected size (`expected_summary_tokens`). At a boundary the
+    plan `pays` when that reaches `min_gain_tokens`; the cut is never moved to make it pay (that would eat the
+    verbatim tail the class keeps): a plan that does not pay is not run, and the turns accumulate until one
+    does. Under the hard ceiling every plan pays: the budget is not negotiable.
     """
     if forced:
         limit = complete_prefix(turns)
@@ -231,5 +304,9 @@ def plan_cut(
     cut = fit_cut(
         turns, start=start, limit=limit, other_tokens=other_tokens, threshold_tokens=threshold_tokens
     )
-    fits = other_tokens + _tails(turns)[cut] <= threshold_tokens
-    return CutPlan(cut=cut, forced=forced, fits=fits)
+    tails = _tails(turns)
+    fits = other_tokens + tails[cut] <= threshold_tokens
+    replaced = tails[0] - tails[cut]
+    freed = replaced + summary_tokens - expected_summary_tokens(replaced, summary_tokens) if cut else 0
+    pays = forced or (cut > 0 and freed >= min_gain_tokens)
+    return CutPlan(cut=cut, forced=forced, fits=fits, freed=freed, pays=pays)

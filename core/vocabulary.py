@@ -127,6 +127,8 @@ class TurnOutcome(Term):
 
     NOT_DUE = "not_due", "Not due"
     DEFERRED = "deferred", "Deferred"
+    # Due at a boundary, but the compaction would free less than the class's minimum gain: not run.
+    LOW_GAIN = "low_gain", "Not worth it (low gain)"
     QUEUED = "queued", "Queued"
     APPLIED = "applied", "Applied"
     FORCED = "forced", "Forced"

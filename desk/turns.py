@@ -183,7 +183,9 @@ def _receive(
         else:
             compact_ticket_task.call(event_pk=decision.claimed.pk)
         event = CompactionEvent.objects.get(pk=decision.claimed.pk)
-        outcome = PolicyOutcome(status=TurnOutcome.of_event(event.status), event=event)
+        outcome = PolicyOutcome(
+            status=TurnOutcome.of_event(event.status), event=event, state_crowded=outcome.state_crowded
+        )
         ticket.context_tokens = Ticket.objects.values_list("context_tokens", flat=True).get(pk=ticket.pk)
     return _received(ticket, appended.turn, outcome)
 

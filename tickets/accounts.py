@@ -8,16 +8,18 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import Group, User
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import CharField, Exists, OuterRef, StringAgg, Subquery, Value
+from django.db.models.functions import Cast
 from django.utils import timezone
 
-from tickets.models import AgentToken
+from tickets.models import AgentToken, TicketClass
 
 AGENT = "agent"
 SUPERVISOR = "supervisor"
@@ -69,18 +71,32 @@ def has_role(user: Any, role: str) -> bool:
 
 
 @transaction.atomic
-def create_agent(*, name: str) -> str:
-    """A new agent account with an unusable password (it cannot log in to the pages) and a token."""
+def ticket_classes_named(slugs: Sequence[str]) -> list[TicketClass]:
+    """The classes with these slugs, every one of which must exist (ValueError naming the unknown ones)."""
+    wanted = list(dict.fromkeys(slug.strip() for slug in slugs))
+    found = {c.slug: c for c in TicketClass.objects.filter(slug__in=wanted)}
+    unknown = [slug for slug in wanted if slug not in found]
+    if unknown:
+        known = ", ".join(TicketClass.objects.order_by("slug").values_list("slug", flat=True)) or "none yet"
+        raise ValueError(f"no ticket class {', '.join(map(repr, unknown))} (known: {known})")
+    return [found[slug] for slug in wanted]
+
+
+@transaction.atomic
+def create_agent(*, name: str, classes: Sequence[str] = ()) -> str:
+    """A new agent account with an unusable password (it cannot log in to the pages) and a token, scoped to
+    the ticket classes named (their slugs; none = every class)."""
     name = name.strip()
     if not name:
         raise ValueError("the agent needs a name")
     if User.objects.filter(username=name).exists():
         raise ValueError(f"a user named {name!r} already exists")
+    scope = ticket_classes_named(classes)
     user = User.objects.create_user(username=name)
     user.set_unusable_password()
     user.save(update_fields=["password"])
     user.groups.add(Group.objects.get(name=AGENT))
-    return issue_agent_token(user=user)
+    return issue_agent_token(user=user, classes=scope)
 
 
 # Tokens: "sd_" + 43 random URL-safe characters (256 bits). The first 12 characters find the row; the
@@ -94,10 +110,13 @@ def token_digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def issue_agent_token(*, user: User) -> str:
-    """A new token for the user; the key is returned once and only its digest is kept."""
+def issue_agent_token(*, user: User, classes: Sequence[TicketClass] = ()) -> str:
+    """A new token for the user, scoped to `classes` (none = every class); the key is returned once and only
+    its digest is kept."""
     key = "sd_" + secrets.token_urlsafe(32)
-    AgentToken.objects.create(user=user, prefix=key[:TOKEN_PREFIX_LENGTH], digest=token_digest(key))
+    token = AgentToken.objects.create(user=user, prefix=key[:TOKEN_PREFIX_LENGTH], digest=token_digest(key))
+    if classes:
+        token.ticket_classes.set(classes)
     return key
 
 
@@ -129,14 +148,25 @@ def authenticate_agent_token(*, key: str) -> AuthenticatedAgent | None:
         )
         for role in ROLES
     }
+    # The classes the token is scoped to, in the same query: "3,7", or None for every class.
+    scope = (
+        AgentToken.ticket_classes.through.objects.filter(agenttoken_id=OuterRef("pk"))
+        .order_by()
+        .values("agenttoken_id")
+        .annotate(ids=StringAgg(Cast("ticketclass_id", CharField()), delimiter=Value(",")))
+        .values("ids")  # type: ignore[misc]  # the stubs do not see the annotation on a through model
+    )
     token = (
         AgentToken.objects.select_related("user")
         .filter(prefix=key[:TOKEN_PREFIX_LENGTH], revoked_at__isnull=True, user__is_active=True)
-        .annotate(**has_role)
+        .annotate(**has_role, scope_ids=Subquery(scope, output_field=CharField()))
         .first()
     )
     if token is None or not hmac.compare_digest(token.digest, token_digest(key)):
         return None
+    # Read by AgentToken.allows_class (request.auth in the API): None = every class.
+    scope_ids: str | None = token.scope_ids  # type: ignore[attr-defined]
+    token.set_class_scope(frozenset(int(i) for i in scope_ids.split(",")) if scope_ids else None)
     user = token.user
     names = {role for role in ROLES if getattr(token, f"has_{role}")}
     roles = _roles(names, superuser=user.is_superuser)

@@ -224,15 +224,18 @@ class IdempotencyRecordAdmin(AppendOnlyAdmin):
 
 @admin.register(AgentToken)
 class AgentTokenAdmin(admin.ModelAdmin):
-    """Agents' API tokens: who, the key's prefix, when last used; revocable. The digest is never shown and
-    the secret is not stored: `manage.py create_agent` prints a key once."""
+    """Agents' API tokens: who, the key's prefix, when last used, the ticket classes it may act on (an admin
+    narrows them; none = every class); revocable. The digest is never shown and the secret is not stored:
+    `manage.py create_agent` prints a key once."""
 
     list_display = ["prefix", "user", "created_at", "last_used_at", "revoked_at"]
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
     list_select_related = ["user"]
     search_fields = ["prefix", "user__username"]
-    fields = ["prefix", "user", "created_at", "last_used_at", "revoked_at"]
+    # The classes it may act on are the one thing an admin edits: none selected means every class.
+    fields = ["prefix", "user", "ticket_classes", "created_at", "last_used_at", "revoked_at"]
     readonly_fields = ["prefix", "user", "created_at", "last_used_at", "revoked_at"]
+    filter_horizontal = ["ticket_classes"]
     actions = ["revoke"]
 
     @admin.action(description="Revoke the selected tokens", permissions=["change"])

@@ -47,6 +47,12 @@ class NotIntentOwner(DeskError):
     code = "not_intent_owner"
 
 
+class ClassNotAllowed(DeskError):
+    """The agent token is scoped to other ticket classes than this ticket's (or the class asked for)."""
+
+    code = "class_not_allowed"
+
+
 class IdempotencyKeyReused(DeskError):
     """The same idempotency key with a different request body."""
 

@@ -21,6 +21,7 @@ from django.urls import reverse
 
 from core.caps import MoneyCaps
 from core.identity import ToolCatalog, default_irreversible_tools, default_money_tools
+from core.policy import min_gain_tokens
 from core.state import ItemChange, StateItems, agent_state
 from core.tokens import REPLY_PRIMING_TOKENS
 from core.vocabulary import ActorKind, StateOp, SummarizerBackend, TurnRole, choices
@@ -36,6 +37,13 @@ class TicketClass(models.Model):
     )
     keep_recent_tokens = models.PositiveIntegerField(
         default=0, help_text="Verbatim tail kept after compaction; 0 means a quarter of the budget."
+    )
+    min_gain_share = models.FloatField(
+        default=0.1,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="A compaction at a boundary must be expected to free at least this share of the budget "
+        "(0.1 of 8000 tokens: 800), or it is not run and the turns accumulate until one pays; 0 runs every "
+        "compaction that frees anything. The hard ceiling ignores it.",
     )
     summarizer_backend = models.CharField(
         max_length=20, choices=choices(SummarizerBackend), default=SummarizerBackend.EXTRACTIVE
@@ -95,6 +103,11 @@ class TicketClass(models.Model):
     def threshold_tokens(self) -> int:
         """Compaction is due when the assembled request exceeds this many tokens."""
         return int(self.token_budget * self.compaction_threshold)
+
+    @property
+    def min_gain_tokens(self) -> int:
+        """The fewest tokens a compaction at a boundary must free (`min_gain_share` of the budget)."""
+        return min_gain_tokens(self.token_budget, self.min_gain_share)
 
     @property
     def effective_keep_recent_tokens(self) -> int:
@@ -493,6 +506,8 @@ class AgentToken(models.Model):
     """An agent's API token, stored as a lookup prefix and the SHA-256 digest of the whole key.
 
     The key is high-entropy and random, so a fast hash is enough; the secret is shown once, never stored.
+    A token may be scoped to ticket classes (`ticket_classes`; none = all): the API refuses it every ticket of
+    another class.
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_tokens")
@@ -501,12 +516,33 @@ class AgentToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    ticket_classes = models.ManyToManyField(
+        TicketClass,
+        blank=True,
+        related_name="agent_tokens",
+        help_text="The ticket classes this token may act on; none means every class (as before scopes existed).",
+    )
 
     class Meta:
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
+
+    def class_scope(self) -> frozenset[int] | None:
+        """The ids of the classes this token may act on, None for every class. Resolved with the token at
+        authentication (`set_class_scope`, same query) or read once from the table."""
+        if "_class_scope" not in self.__dict__:
+            ids = frozenset(self.ticket_classes.values_list("pk", flat=True))
+            self.set_class_scope(ids or None)
+        return self.__dict__["_class_scope"]
+
+    def set_class_scope(self, ids: frozenset[int] | None) -> None:
+        self.__dict__["_class_scope"] = ids
+
+    def allows_class(self, ticket_class_id: int) -> bool:
+        scope = self.class_scope()
+        return scope is None or ticket_class_id in scope
 
 
 class AuthFailure(models.Model):

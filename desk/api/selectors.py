@@ -22,8 +22,8 @@ from desk.history import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, HistoryPage
 from desk.history import ticket_history as _ticket_history
 from ledger.selectors import ticket_ledger_counts
 from tickets.compiled_reads import CompiledRead
-from tickets.errors import TicketNotFound
-from tickets.models import PinnedState, Ticket, TicketClass
+from tickets.errors import ClassNotAllowed, TicketNotFound
+from tickets.models import AgentToken, PinnedState, Ticket, TicketClass
 
 
 def _check_ticket_id(ticket_id: str) -> None:
@@ -66,6 +66,34 @@ def pinned_state_by_ticket_id(ticket_id: str) -> PinnedState:
         return STATE_BY_TICKET_ID.get(ticket_id)
     except PinnedState.DoesNotExist:
         raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id) from None
+
+
+def check_class_scope(token: AgentToken, ticket_class: TicketClass) -> None:
+    """ClassNotAllowed unless the token may act on tickets of this class (an unscoped token may on all)."""
+    if not token.allows_class(ticket_class.pk):
+        raise ClassNotAllowed(
+            f"this agent token is scoped to other ticket classes than {ticket_class.slug!r}",
+            ticket_class=ticket_class.slug,
+        )
+
+
+def check_ticket_scope(token: AgentToken, ticket_id: str) -> None:
+    """ClassNotAllowed unless the token may act on this ticket's class. An unknown ticket passes (the view
+    answers 404); an unscoped token costs no query."""
+    if token.class_scope() is None or len(ticket_id) > 64 or not storable_text(ticket_id):
+        return
+    found = (
+        Ticket.objects.filter(ticket_id=ticket_id)
+        .values_list("ticket_class_id", "ticket_class__slug")
+        .first()
+    )
+    if found is not None and not token.allows_class(found[0]):
+        raise ClassNotAllowed(
+            f"this agent token may not act on ticket {ticket_id}: it is scoped to other ticket classes than "
+            f"{found[1]!r}",
+            ticket_id=ticket_id,
+            ticket_class=found[1],
+        )
 
 
 def ticket_class_by_slug(slug: str) -> TicketClass | None:

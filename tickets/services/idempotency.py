@@ -4,16 +4,21 @@ instead of queueing behind the first and getting its replay later.
 On PostgreSQL the first request holds a transaction advisory lock named by (ticket, key) until it commits;
 a request that cannot take it is refused. SQLite has no such lock: there the database's single writer
 serializes duplicates and the later one gets the replay.
+
+Requests whose first answer is kept here (state writes; actions keep theirs in the same table, with the guard's
+own reads) look it up with `stored_answer` and record it with `store_answer`.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection
 
-from tickets.errors import IdempotencyKeyInFlight
-from tickets.models import Ticket
+from tickets.errors import IdempotencyKeyInFlight, IdempotencyKeyReused
+from tickets.models import IdempotencyRecord, Ticket
 
 
 def advisory_key(ticket: Ticket, idempotency_key: str) -> int:
@@ -50,3 +55,49 @@ def hold_order(order_id: str) -> None:
     digest = hashlib.sha256(f"sundry-order:{order_id}".encode()).digest()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(digest[:8], "big", signed=True)])
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    """The first answer to a request made with an idempotency key: what a retry with the key gets again."""
+
+    status: int
+    body: dict[str, Any]
+
+
+def scoped_key(kind: str, scope: str, idempotency_key: str) -> str:
+    """The stored key of a request whose keys are scoped by more than the ticket (state writes: per ticket and
+    token), in the ticket's IdempotencyRecord space: the kind and the scope, then the key's digest (so it
+    fits the column whatever the key's length, and no bare action key can take its place by accident)."""
+    digest = hashlib.sha256(idempotency_key.encode()).hexdigest()
+    return f"{kind}:{scope}:{digest}"
+
+
+def stored_answer(
+    ticket: Ticket, stored_key: str, fingerprint: str, *, shown_key: str
+) -> StoredAnswer | None:
+    """The first answer recorded under the key, None when there is none yet; IdempotencyKeyReused when it was
+    first used with another body. Call with the key held (`hold_key`)."""
+    record = (
+        IdempotencyRecord.objects.filter(ticket=ticket, key=stored_key)
+        .only("fingerprint", "response_status", "response_body")
+        .first()
+    )
+    if record is None:
+        return None
+    if record.fingerprint != fingerprint:
+        raise IdempotencyKeyReused(
+            f"idempotency key {shown_key!r} was first used with a different request body",
+            idempotency_key=shown_key,
+        )
+    return StoredAnswer(status=record.response_status, body=record.response_body)
+
+
+def store_answer(ticket: Ticket, stored_key: str, fingerprint: str, answer: StoredAnswer) -> None:
+    IdempotencyRecord.objects.create(
+        ticket=ticket,
+        key=stored_key,
+        fingerprint=fingerprint,
+        response_status=answer.status,
+        response_body=answer.body,
+    )

@@ -4,6 +4,7 @@ corrections. Each operation is one method of `StateItems`; this module locks, ve
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
@@ -27,8 +28,10 @@ from core.tokens import RequestSize, state_frame_tokens, state_item_tokens
 from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
 from tickets import json_edits
 from tickets.errors import StaleVersion
+from tickets.fingerprints import request_fingerprint
 from tickets.models import PinnedState, StateChange, Ticket
 from tickets.services.actors import SYSTEM, Actor
+from tickets.services.idempotency import StoredAnswer, hold_key, scoped_key, store_answer, stored_answer
 
 
 def lock_pinned_state(ticket: Ticket) -> PinnedState:
@@ -271,6 +274,55 @@ def change_state(
         reason=reason,
     )
     return pinned
+
+
+@dataclass(frozen=True)
+class StateChanged:
+    """The answer to an agent's state write made with an Idempotency-Key: the agent-facing state at the new
+    version (or, for a retry, the first answer again: `replayed`)."""
+
+    status: int
+    body: dict[str, Any]
+    replayed: bool = False
+
+
+@transaction.atomic
+def change_state_once(
+    *,
+    ticket: Ticket,
+    idempotency_key: str,
+    key_scope: str,
+    op: str,
+    text: str,
+    at_turn: int | None = None,
+    expected_version: int | None = None,
+    by: Actor = SYSTEM,
+    source: str | None = None,
+    refuse_in_flight: bool = False,
+) -> StateChanged:
+    """`change_state` with the semantics of the actions' Idempotency-Key: a retry with the same key and body
+    gets the first answer again (before the version check: the retry of a change that was made carries the
+    version it was made on); the same key with another body is refused (IdempotencyKeyReused); a key still
+    in flight waits, or with `refuse_in_flight` (the API) is refused at once. Keys are per ticket and
+    `key_scope` (the token). Only a change made is stored: a refused one is refused again the same way."""
+    stored = scoped_key("state", key_scope, idempotency_key)
+    fingerprint = request_fingerprint({"op": op, "text": text, "at_turn": at_turn, "source": source})
+    hold_key(ticket, stored, wait=not refuse_in_flight)
+    first = stored_answer(ticket, stored, fingerprint, shown_key=idempotency_key)
+    if first is not None:
+        return StateChanged(status=first.status, body=first.body, replayed=True)
+    pinned = change_state(
+        ticket=ticket,
+        op=op,
+        text=text,
+        at_turn=at_turn,
+        expected_version=expected_version,
+        by=by,
+        source=source,
+    )
+    answer = StoredAnswer(status=200, body=pinned.agent_json())
+    store_answer(ticket, stored, fingerprint, answer)
+    return StateChanged(status=answer.status, body=answer.body)
 
 
 @transaction.atomic

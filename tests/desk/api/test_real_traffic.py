@@ -108,18 +108,27 @@ def test_a_single_exchange_bigger_than_the_budget_is_over_budget_and_says_so(
     assert event.tokens_before > 2000
 
 
-def test_a_compaction_that_would_not_shrink_the_request_is_not_applied(agent: APIClient, db: None) -> None:
-    """A pinned state that alone nearly fills the threshold: replacing the few turns cannot pay for itself."""
+def tight_ticket(min_gain_share: float) -> Ticket:
+    """A system prompt that alone nearly fills the threshold: replacing the few turns cannot pay for itself."""
     klass = TicketClass.objects.create(
-        slug="tight-1k", token_budget=1000, compaction_threshold=0.5, keep_recent_tokens=0
+        slug="tight-1k",
+        token_budget=1000,
+        compaction_threshold=0.5,
+        keep_recent_tokens=0,
+        min_gain_share=min_gain_share,
     )
-    ticket = open_ticket(
+    return open_ticket(
         ticket_id="T-TIGHT",
         order_id="SU-1",
         seller_type="marketplace",
         ticket_class=klass,
         system_prompt="Policy: " + "be precise and kind to the customer; " * 45,
     )
+
+
+def test_a_compaction_that_would_not_shrink_the_request_is_not_applied(agent: APIClient, db: None) -> None:
+    """With no minimum gain the compaction is tried, and the apply step refuses a summary that does not shrink."""
+    ticket = tight_ticket(min_gain_share=0.0)
     post(
         agent, ticket, role="customer", content="I have a question about order SU-1, it has not arrived. " * 3
     )
@@ -128,6 +137,19 @@ def test_a_compaction_that_would_not_shrink_the_request_is_not_applied(agent: AP
     assert "would not make the request smaller" in answer["compaction"]["reason"]
     assert answer["context_tokens"] == Ticket.objects.get(pk=ticket.pk).context_tokens
     assert not CompactionEvent.objects.filter(ticket=ticket).applied().exists()
+
+
+def test_with_the_default_minimum_gain_that_compaction_is_not_even_tried(agent: APIClient, db: None) -> None:
+    """The class's minimum gain (0.1 of the budget) judges it before any summarizer call: low_gain, no event."""
+    ticket = tight_ticket(min_gain_share=0.1)
+    post(
+        agent, ticket, role="customer", content="I have a question about order SU-1, it has not arrived. " * 3
+    )
+    answer = post(agent, ticket, role="agent", content="Hello.", boundary="reply_sent")
+    assert answer["compaction"]["status"] == "low_gain", answer["compaction"]
+    assert answer["compaction"]["state_crowded"] is True
+    assert answer["compaction"]["expected_gain"] < answer["compaction"]["min_gain"] == 100
+    assert not CompactionEvent.objects.filter(ticket=ticket).exists()
 
 
 def post_keyed(agent: APIClient, ticket: Ticket, key: str, **turn: Any) -> Any:
