@@ -55,6 +55,10 @@ class StrictCharField(serializers.CharField):
             self.fail("invalid")
         if not storable_text(data):
             self.fail("unstorable")
+        # The schema's maxLength is on what was sent: a value too long before trimming is refused, not trimmed
+        # under the limit (DRF checks the length after stripping surrounding whitespace).
+        if self.max_length is not None and len(data) > self.max_length:
+            self.fail("max_length", max_length=self.max_length)
         return super().to_internal_value(data)
 
 

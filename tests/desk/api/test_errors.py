@@ -139,3 +139,17 @@ def test_a_key_twice_in_one_object_is_a_400_naming_it_not_last_one_wins(
     )
     assert response.status_code == 400
     assert "a" in response.json()["fields"]
+
+
+def test_a_name_over_its_max_length_is_refused_even_when_trimming_would_bring_it_under(
+    agent: APIClient, ticket: Ticket
+) -> None:
+    """Seen by the fuzzer: a leading U+0085 (whitespace to Python) put a 201-character name under the limit."""
+    long_name = "\u0085" + "a" * 200
+    response = agent.post(
+        url(ticket, "handoffs"), {"from_agent": "triage", "to_agent": long_name}, format="json"
+    )
+    assert response.status_code == 400
+    assert "to_agent" in json.dumps(response.json())
+    fine = agent.post(url(ticket, "handoffs"), {"from_agent": "triage", "to_agent": " billing "}, format="json")
+    assert fine.status_code == 201
