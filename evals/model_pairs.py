@@ -69,7 +69,7 @@ class _Recorder:
     def raw_for(self, ticket_id: str, last_turn: int | None) -> str | None:
         """The last raw reply to a request for this ticket whose window ended at `last_turn`."""
         for request, text in reversed(self.replies):
-            turns = [t.get("turn") for t in request.turns if isinstance(t.get("turn"), int)]
+            turns = [int(t["turn"]) for t in request.turns if isinstance(t.get("turn"), int)]
             if request.ticket_id == ticket_id and turns and max(turns) == last_turn:
                 return text
         return None
@@ -223,9 +223,11 @@ def collect(
     max_items: int | None = None,
     max_summaries: int | None = None,
     progress: Callable[[str], None] | None = None,
+    on_pairs: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> Collected:
     """Run the openai backend over the tickets of each file (the first `tickets_per_file` of each) and gather
-    the pairs of every replacing compaction. OPENAI_BASE_URL / OPENAI_API_KEY name the server."""
+    the pairs of every replacing compaction. OPENAI_BASE_URL / OPENAI_API_KEY name the server. `on_pairs` is
+    given each ticket's pairs as soon as they are collected (the command writes them as it goes)."""
     out = Collected()
     with override_settings(
         TASKS=IMMEDIATE_TASKS,
@@ -239,6 +241,8 @@ def collect(
                     return out
                 before = len(out.pairs)
                 _collect_ticket(doc, file=str(path), model=model, max_items=max_items, out=out)
+                if on_pairs:
+                    on_pairs(out.pairs[before:])
                 if progress:
                     progress(f"{path.name} {doc.ticket_id}: {len(out.pairs) - before} pairs")
     return out
@@ -266,5 +270,11 @@ def collection_record(*, model: str, base_url: str, settings: dict[str, Any]) ->
 def write_pairs(pairs: list[dict[str, Any]], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as out:
+        for pair in pairs:
+            out.write(json.dumps(pair, ensure_ascii=False) + "\n")
+
+
+def append_pairs(pairs: list[dict[str, Any]], path: Path) -> None:
+    with path.open("a", encoding="utf-8") as out:
         for pair in pairs:
             out.write(json.dumps(pair, ensure_ascii=False) + "\n")

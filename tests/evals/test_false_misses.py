@@ -48,7 +48,9 @@ def _final_states(path: Path, tickets: int) -> list[dict[str, Any]]:
         try:
             with transaction.atomic():
                 spec = doc.ticket_class
-                fields = {"token_budget": spec.token_budget} if isinstance(spec, ImportClass) else {}
+                fields: dict[str, Any] = (
+                    {"token_budget": spec.token_budget} if isinstance(spec, ImportClass) else {}
+                )
                 if isinstance(spec, ImportClass) and spec.money_tools is not None:
                     fields["money_tools"] = spec.money_tools
                 if isinstance(spec, ImportClass) and spec.irreversible_tools is not None:

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from desk.importer import ImportFileError
 from evals.local_model import MODEL_ALIAS, LocalModelUnavailable, serve
-from evals.model_pairs import MODEL_PAIRS, collect, collection_record, numbered, write_pairs
+from evals.model_pairs import MODEL_PAIRS, append_pairs, collect, collection_record, numbered, write_pairs
 
 DEFAULT_INPUTS = [
     "demo/evalset",
@@ -51,6 +51,27 @@ class Command(BaseCommand):
             base_url = os.environ.get("OPENAI_BASE_URL", "")
             if not base_url:
                 raise CommandError("no model server: give --port, or set OPENAI_BASE_URL and OPENAI_API_KEY")
+            record = collection_record(
+                model=model,
+                base_url=base_url,
+                settings={
+                    "temperature": 0,
+                    "max_tokens": int(os.environ.get("SUNDRY_MODEL_MAX_TOKENS", "1024")),
+                    "threads": int(os.environ.get("SUNDRY_MODEL_THREADS", "1")),
+                    "tickets_per_file": options["tickets_per_file"],
+                    "max_items_per_summary": options["max_items"],
+                    "inputs": [str(p) for p in paths],
+                },
+            )
+            out = Path(options["out"])
+            write_pairs([], out)
+            written = 0
+
+            def write(pairs: list[dict[str, Any]]) -> None:
+                nonlocal written
+                append_pairs(numbered(pairs, collection=record, start=written + 1), out)
+                written += len(pairs)
+
             try:
                 collected = collect(
                     paths,
@@ -59,23 +80,10 @@ class Command(BaseCommand):
                     max_items=options["max_items"],
                     max_summaries=options["max_summaries"],
                     progress=lambda line: self.stdout.write(line),
+                    on_pairs=write,
                 )
             except ImportFileError as exc:
                 raise CommandError(str(exc)) from None
-        record = collection_record(
-            model=model,
-            base_url=base_url,
-            settings={
-                "temperature": 0,
-                "max_tokens": int(os.environ.get("SUNDRY_MODEL_MAX_TOKENS", "1024")),
-                "threads": int(os.environ.get("SUNDRY_MODEL_THREADS", "1")),
-                "tickets_per_file": options["tickets_per_file"],
-                "max_items_per_summary": options["max_items"],
-                "inputs": [str(p) for p in paths],
-            },
-        )
-        out = Path(options["out"])
-        write_pairs(numbered(collected.pairs, collection=record), out)
         self.stdout.write(
             f"{len(collected.pairs)} pairs from {collected.summaries} summaries of {collected.tickets} tickets "
             f"({collected.failed} compactions failed every attempt) -> {out}"
