@@ -220,13 +220,14 @@ def collect(
     *,
     model: str,
     tickets_per_file: int | None = None,
+    skip_tickets: int = 0,
     max_items: int | None = None,
     max_summaries: int | None = None,
     progress: Callable[[str], None] | None = None,
     on_pairs: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> Collected:
     """Run the openai backend over the tickets of each file (the first `tickets_per_file` of each) and gather
-    the pairs of every replacing compaction. OPENAI_BASE_URL / OPENAI_API_KEY name the server. `on_pairs` is
+    the pairs of every replacing compaction (after the first `skip_tickets` of each file). OPENAI_BASE_URL / OPENAI_API_KEY name the server. `on_pairs` is
     given each ticket's pairs as soon as they are collected (the command writes them as it goes)."""
     out = Collected()
     with override_settings(
@@ -236,7 +237,8 @@ def collect(
     ):
         for path in expand(paths):
             _kind, docs = load(path)
-            for doc in docs[:tickets_per_file]:
+            end = None if tickets_per_file is None else skip_tickets + tickets_per_file
+            for doc in docs[skip_tickets:end]:
                 if max_summaries is not None and out.summaries >= max_summaries:
                     return out
                 before = len(out.pairs)

@@ -28,6 +28,10 @@ class Command(BaseCommand):
         parser.add_argument("paths", nargs="*", help=f"inputs (default: {' '.join(DEFAULT_INPUTS)})")
         parser.add_argument("--out", default=str(MODEL_PAIRS), help="the JSON Lines file to write")
         parser.add_argument("--tickets-per-file", type=int, default=None)
+        parser.add_argument(
+            "--skip-tickets", type=int, default=0, help="start after this many tickets per file"
+        )
+        parser.add_argument("--first-id", type=int, default=1, help="number the pairs from this (mp-NNN)")
         parser.add_argument("--max-items", type=int, default=6, help="pairs per summary at most")
         parser.add_argument("--max-summaries", type=int, default=None)
         parser.add_argument(
@@ -59,13 +63,14 @@ class Command(BaseCommand):
                     "max_tokens": int(os.environ.get("SUNDRY_MODEL_MAX_TOKENS", "1024")),
                     "threads": int(os.environ.get("SUNDRY_MODEL_THREADS", "1")),
                     "tickets_per_file": options["tickets_per_file"],
+                    "skip_tickets": options["skip_tickets"],
                     "max_items_per_summary": options["max_items"],
                     "inputs": [str(p) for p in paths],
                 },
             )
             out = Path(options["out"])
             write_pairs([], out)
-            written = 0
+            written = options["first_id"] - 1
 
             def write(pairs: list[dict[str, Any]]) -> None:
                 nonlocal written
@@ -77,6 +82,7 @@ class Command(BaseCommand):
                     paths,
                     model=model,
                     tickets_per_file=options["tickets_per_file"],
+                    skip_tickets=options["skip_tickets"],
                     max_items=options["max_items"],
                     max_summaries=options["max_summaries"],
                     progress=lambda line: self.stdout.write(line),
