@@ -54,7 +54,10 @@ def test_the_figures_are_computed_from_the_labels(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     after = run_model_pairs(path)
     assert after.figures.pairs == before.figures.pairs
-    assert (after.figures.precision, after.figures.recall) != (before.figures.precision, before.figures.recall)
+    assert (after.figures.precision, after.figures.recall) != (
+        before.figures.precision,
+        before.figures.recall,
+    )
     assert (
         after.figures.true_missing + after.figures.missed_missing
         == before.figures.true_missing + before.figures.missed_missing - 1
