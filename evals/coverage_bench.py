@@ -11,6 +11,10 @@ one pair:
 "Missing" is the positive class (what the check exists to catch): precision is the share of the check's
 misses that are real, recall the share of real misses it catches. The held-out pairs were written after
 the checker was finished and are reported on their own.
+
+The real-model pairs (`evals/fixtures/coverage/model_pairs.jsonl`, collected by `manage.py collect_model_pairs`
+from summaries SmolLM2 wrote through the desk's `openai` backend, then labelled by reading) are a third set,
+run by `run_model_pairs` and reported apart: they must carry a label and a one-line reason each.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 from core.coverage import check_coverage
 
 BENCH_DIR = Path(__file__).resolve().parent / "coverage"
+MODEL_PAIRS = Path(__file__).resolve().parent / "fixtures" / "coverage" / "model_pairs.jsonl"
 KINDS = ("actions_taken", "customer_constraints", "open_questions", "decisions")
 
 
@@ -40,6 +45,7 @@ class Pair:
     summary: dict[str, Any]
     expected_missing: bool
     held_out: bool
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,7 @@ def _pair(row: Any, where: str) -> Pair:
         summary=summary,
         expected_missing=row["expected"] == "missing",
         held_out=bool(row.get("held_out")),
+        reason=str(row.get("reason") or ""),
     )
 
 
@@ -185,3 +192,69 @@ def run_benchmark(path: Path | str | None = None) -> BenchResult:
         held_out=_figures(r for r in results if r[0].held_out),
         wrong=wrong,
     )
+
+
+@dataclass(frozen=True)
+class ModelPairsResult:
+    """The check on the real-model pairs: the figures, and every pair where it and the label disagree."""
+
+    figures: Figures
+    labelled_by: list[str]
+    disagreements: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "positive_class": "missing",
+            **self.figures.as_json(),
+            "labelled_by": self.labelled_by,
+            "disagreements": self.disagreements,
+        }
+
+    def render(self) -> str:
+        f = self.figures
+        return (
+            f"coverage check on real-model summaries ('missing'): {f.pairs} pairs, "
+            f"{f.true_missing + f.missed_missing} labelled missing, precision {f.precision:.2f} "
+            f"recall {f.recall:.2f} ({f.false_missing} false misses, {f.missed_missing} misses not caught)"
+        )
+
+
+def load_model_pairs(path: Path | str | None = None) -> tuple[list[Pair], list[str]]:
+    """The labelled real-model pairs and who labelled them; each must have a label, a reason and a labeller."""
+    file = Path(path) if path is not None else MODEL_PAIRS
+    pairs: list[Pair] = []
+    labellers: list[str] = []
+    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{file.name}:{number}"
+        row = json.loads(line)
+        if not isinstance(row, dict) or not str(row.get("reason") or "").strip():
+            raise BenchFormatError(f"{where}: a real-model pair needs its label's one-line reason")
+        if not str(row.get("labelled_by") or "").strip():
+            raise BenchFormatError(f"{where}: a real-model pair names who labelled it (labelled_by)")
+        if str(row["labelled_by"]) not in labellers:
+            labellers.append(str(row["labelled_by"]))
+        pairs.append(_pair(row, where))
+    return pairs, labellers
+
+
+def run_model_pairs(path: Path | str | None = None) -> ModelPairsResult:
+    pairs, labellers = load_model_pairs(path)
+    results: list[tuple[Pair, bool]] = []
+    disagreements: list[dict[str, Any]] = []
+    for pair in pairs:
+        predicted, why = predicted_missing(pair)
+        results.append((pair, predicted))
+        if predicted != pair.expected_missing:
+            disagreements.append(
+                {
+                    "id": pair.id,
+                    "kind": pair.kind,
+                    "item_id": pair.item.get("id"),
+                    "label": "missing" if pair.expected_missing else "covered",
+                    "reason": pair.reason,
+                    "check": f"missing: {why}" if predicted else "covered",
+                }
+            )
+    return ModelPairsResult(figures=_figures(results), labelled_by=labellers, disagreements=disagreements)

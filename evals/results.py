@@ -15,6 +15,7 @@ from core.state import MONEY_TOTALS
 from core.vocabulary import CompactionStatus
 from evals.cost import TicketCost, summed
 from evals.facts import CATEGORIES, FactCheck
+from evals.false_misses import false_miss_figures
 from evals.outcomes import Outcomes
 
 IMMEDIATE_TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
@@ -112,6 +113,8 @@ class TicketResult:
     events_tokens_before: int = 0
     events_tokens_after: int = 0
     engine_coverage_misses: int = 0
+    # Per replacing compaction: its coverage report, summary and pinned state (evals/false_misses.py).
+    coverage_events: list[dict[str, Any]] = field(default_factory=list)
     summarizer_input_tokens: int = 0
     summarizer_output_tokens: int = 0
     summarizer_cost_usd: Decimal = Decimal(0)
@@ -290,6 +293,7 @@ def aggregate(tickets: list[TicketResult]) -> dict[str, Any]:
         },
         "summarizer_cost_usd": str(sum((t.summarizer_cost_usd for t in tickets), Decimal(0))),
         "engine_coverage_misses": sum(t.engine_coverage_misses for t in tickets),
+        "false_misses": false_miss_figures(e for t in tickets for e in t.coverage_events),
         "retention": retention,
         "probes": {
             "total": sum(len(t.probes) for t in tickets),

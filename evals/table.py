@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from evals.facts import CATEGORIES
+from evals.false_misses import render_false_misses
 from evals.results import EvalReport
 
 CATEGORY_NAMES = {
@@ -314,7 +315,8 @@ def render_outcomes(report: EvalReport) -> list[str]:
 
 
 def render(report: EvalReport, *, tickets: bool = False) -> str:
-    parts = [*render_files(report), "", *render_domains(report), "", *render_retention(report), ""]
+    parts = [*render_files(report), "", *render_false_misses(report.by_file()), ""]
+    parts += [*render_domains(report), "", *render_retention(report), ""]
     parts += [*render_cost(report), "", *render_outcomes(report), ""]
     if tickets:
         parts += [*render_rows(report), ""]

@@ -61,6 +61,11 @@ def id_references(entry: str) -> frozenset[str] | None:
     return None
 
 
+def references_only(entry: str) -> frozenset[str]:
+    """The pinned ids of an entry made only of id references ("C1", "A1, A2"); empty for any other entry."""
+    return frozenset(re.findall(_ID, entry)) if _ONLY_IDS.fullmatch(entry) else frozenset()
+
+
 def _matches(item_id: str | None, entries: Iterable[str], match: Callable[[str], Match]) -> Iterable[Match]:
     """Each entry's match, an id reference resolved first: it covers its item and nothing else."""
     for entry in entries:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.coverage.matching import Match, TextKind, action_match, text_match
+from core.coverage.matching import Match, TextKind, action_match, references_only, text_match
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,23 @@ def _covering(field: str, entries: list[str], match: Match) -> dict[str, Any]:
     return {"field": field, "index": match.entry, "text": entries[match.entry]}
 
 
+_FIELDS = ("actions_taken", "customer_constraints", "open_questions", "decisions")
+
+
+def _referenced_elsewhere(item_id: Any, own: str, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """An entry of another field made only of id references, one of them this item's: a pinned id names one
+    item whatever list the summary filed it under (a small model puts `C2` among the actions)."""
+    if not item_id:
+        return None
+    for field in _FIELDS:
+        if field == own:
+            continue
+        for index, entry in enumerate(str(e) for e in summary.get(field) or []):
+            if str(item_id) in references_only(entry):
+                return {"field": field, "index": index, "text": entry}
+    return None
+
+
 def check_coverage(pinned_state: dict[str, Any], summary: dict[str, Any]) -> CoverageReport:
     """Each action (tool, item, amount), constraint, open question and decision of the state, found or
     missing; each covered one names the summary entry that covered it (`by`), each missing one says why."""
@@ -57,6 +74,8 @@ def check_coverage(pinned_state: dict[str, Any], summary: dict[str, Any]) -> Cov
         match = action_match(action, entries)
         if match.covered:
             covered.append({**ref, "by": _covering("actions_taken", entries, match)})
+        elif elsewhere := _referenced_elsewhere(action.get("id"), "actions_taken", summary):
+            covered.append({**ref, "by": elsewhere})
         else:
             missing.append({**ref, "why": match.why})
     kinds: tuple[TextKind, ...] = ("customer_constraints", "open_questions", "decisions")
@@ -68,6 +87,8 @@ def check_coverage(pinned_state: dict[str, Any], summary: dict[str, Any]) -> Cov
             match = text_match(text, entries, kind=kind, item_id=entry.get("id"))
             if match.covered:
                 covered.append({**ref, "by": _covering(kind, entries, match)})
+            elif elsewhere := _referenced_elsewhere(entry.get("id"), kind, summary):
+                covered.append({**ref, "by": elsewhere})
             else:
                 missing.append({**ref, "why": match.why})
     return CoverageReport(covered=covered, missing=missing)

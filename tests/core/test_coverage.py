@@ -273,3 +273,23 @@ def test_a_pinned_action_in_the_summary_is_matched_by_the_guards_item_key() -> N
     for item in ["the garden tables", "table (garden)", "garden\u2011table (SU-87310)"]:
         assert action_covered(action, [json.dumps({**action, "item": item})])
     assert not action_covered(action, [json.dumps({**action, "item": "scratched leg"})])
+
+
+def test_a_pure_id_reference_covers_its_item_in_whatever_field_it_is_filed() -> None:
+    """SmolLM2 writes `"actions_taken": ["A1", "C2"]`: `C2` names the constraint and nothing else."""
+    state = {
+        "actions_taken": [{"id": "A1", "tool": "send_payment_request", "item": "B1002"}],
+        "customer_constraints": [
+            {"id": "C1", "text": "You do not want to fly before 11am est."},
+            {"id": "C2", "text": "You want your line back without changing your plan."},
+        ],
+    }
+    report = check_coverage(state, {"actions_taken": ["A1", "C2"], "customer_constraints": []})
+    by = {c["id"]: c["by"] for c in report.covered}
+    assert by["C2"] == {"field": "actions_taken", "index": 1, "text": "C2"}
+    assert [m["id"] for m in report.missing] == ["C1"]
+    # Only a pure reference travels: an entry that says something about the id stays in its own field.
+    report = check_coverage(state, {"actions_taken": ["A1", "C1: flights before 11am are fine"]})
+    assert {m["id"] for m in report.missing} == {"C1", "C2"}
+    # `C20` is not `C2`.
+    assert "C2" in {m["id"] for m in check_coverage(state, {"decisions": ["C20"]}).missing}
