@@ -323,12 +323,13 @@ if SUNDRY_NOTIFY_TIMEOUT_SECONDS <= 0 or SUNDRY_NOTIFY_MAX_ATTEMPTS < 1 or SUNDR
     )
 SUNDRY_NOTIFY_SITE_URL = env_str("SUNDRY_NOTIFY_SITE_URL", "http://127.0.0.1:8000")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "sundry-desk@localhost")
-if env_str("EMAIL_HOST"):
+if env_str("EMAIL_HOST") or PRODUCTION:
+    # Production sends through SMTP (EMAIL_HOST, localhost by default, as Django's own default did).
     MAILERS = {
         "default": {
             "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
             "OPTIONS": {
-                "host": env_str("EMAIL_HOST"),
+                "host": env_str("EMAIL_HOST", "localhost"),
                 "port": env_int("EMAIL_PORT", 25),
                 "username": env_str("EMAIL_HOST_USER"),
                 "password": env_str("EMAIL_HOST_PASSWORD"),

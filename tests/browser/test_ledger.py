@@ -33,6 +33,8 @@ def test_the_demo_ledgers_two_mismatches_are_flagged_explained_and_resolved(
     page.set_viewport_size({"width": width, "height": 900})
     log_in(page, live_server.url, "sam")
 
+    if width < 700:  # on a phone the filters are folded behind "Filters (n active)"
+        page.locator("form.filters details.filter-more summary").click()
     page.get_by_label("Ledger mismatches").check()
     expect(page).to_have_url(re.compile(r"flags=ledger_mismatch"))
     results = page.locator("#results")
