@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from core.cost import TicketCost, summed
 from core.state import MONEY_TOTALS
 from core.vocabulary import CompactionStatus
 from evals.baseline import ModelBaselineUsage
-from evals.cost import TicketCost, summed
 from evals.facts import CATEGORIES, FactCheck
 from evals.outcomes import Outcomes
 

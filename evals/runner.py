@@ -22,6 +22,7 @@ from django.test.utils import override_settings
 from compaction.models import CompactionEvent
 from compaction.selectors import assemble_context
 from core.context import summary_message
+from core.cost import Prices, ticket_cost
 from core.errors import DeskError
 from core.identity import ToolCatalog
 from core.policy import TurnInfo, complete_prefix
@@ -36,7 +37,6 @@ from evals.baseline import (
     model_rolling_summary,
     rolling_summary,
 )
-from evals.cost import Prices, ticket_cost
 from evals.facts import Contexts, check_baseline, check_facts, expected_facts
 from evals.money import TOTAL_OF, replay
 from evals.outcomes import measure, questions_for
