@@ -393,7 +393,7 @@ class EvalReport:
             "model": self.options.outcomes_model,
             "note": "asked at each ticket's last compaction; with a 135M model the figures are a floor",
             # Which rolling summary the `baseline` context carries (the model's when it ran).
-            "baseline": self.options.baseline,
+            "baseline_kind": self.options.baseline,
             **of(self.tickets),
             "by_domain": {
                 name: of(group) for name, group in _grouped(self.tickets, lambda t: t.domain).items()

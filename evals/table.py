@@ -324,7 +324,7 @@ def render_outcomes(report: EvalReport) -> list[str]:
             ]
         )
     header = [
-        f"outcomes ({outcomes['model']}; a floor; baseline = {outcomes['baseline']})",
+        f"outcomes ({outcomes['model']}; a floor; baseline = {outcomes['baseline_kind']})",
         "asked",
         "right",
         "agrees with full",

@@ -169,3 +169,33 @@ def test_the_real_model_writes_the_baseline_of_one_short_ticket(local_model: Any
     assert usage.input_tokens > 200 * usage.calls and usage.output_tokens > 0
     assert ticket.tokens_model_baseline_context and ticket.tokens_model_baseline_context > 0
     assert all(c.model_baseline_context is not None for c in ticket.facts)
+
+
+@pytest.mark.django_db
+def test_the_outcome_table_names_which_baseline_its_baseline_context_carries(openai_server: Any) -> None:
+    out = io.StringIO()
+    answers = [Reply(content="The customer got two refunds.")] * 4 + [
+        Reply(content=json.dumps({"answer": "no"}))
+    ]
+    with openai_server(answers):
+        call_command(
+            "compaction_eval",
+            "--baseline",
+            "model",
+            "--model",
+            "small",
+            "--outcomes-model",
+            "small",
+            "--json",
+            str(E05),
+            stdout=out,
+        )
+    outcomes = json.loads(out.getvalue())["outcomes"]
+    assert outcomes["baseline_kind"] == "model"
+    text = io.StringIO()
+    with openai_server([Reply(content=json.dumps({"answer": "yes"}))]):
+        call_command(
+            "compaction_eval", "--model", "small", "--outcomes-model", "small", str(E05), stdout=text
+        )
+    assert "outcomes (small; a floor; baseline = first-sentence)" in text.getvalue()
+    assert set(outcomes) >= {"full", "desk", "baseline"} and outcomes["baseline"]["asked"] > 0
