@@ -10,7 +10,7 @@ PORT ?= 8000
 # A cold install shows each package as pip collects it (pip's own errors still reach stderr and fail the step).
 PIP_PROGRESS := | awk '/^(Collecting|Successfully installed)/ { print "    " $$0; fflush() }'
 
-.PHONY: run demo-reset test test-model lint migrations-check venv venv-runtime venv-model model-server fuzz bench load-faults eval clean
+.PHONY: run demo-reset test test-model lint migrations-check venv venv-runtime venv-model model-server fuzz bench load-faults eval eval-model clean
 
 # Two install levels: `make run` needs only the runtime group; tests, linters and browsers need dev.
 RUNTIME_STAMP := $(VENV)/.runtime-$(shell sha1sum pyproject.toml | cut -c1-12)
@@ -122,6 +122,25 @@ eval: venv
 	DATABASE_URL=$(EVAL_DB) $(BIN)/python manage.py coverage_bench
 	@echo "==> compaction on the eval set, the public tau2-bench file and every published tau domain"
 	DATABASE_URL=$(EVAL_DB) $(BIN)/python manage.py compaction_eval --check demo/evalset $(TAU2_FILE) $(TAU_FIXTURES)
+
+# The eval with the real local model in the loop, on a small bounded subset (CI runs it after test-model): the
+# model server started on a free loopback port and stopped at the end; the openai summarizer, the model-written
+# rolling-summary baseline and the outcome questions through it; money against the independent replay; cost.
+# A budget of 1,500 tokens (on top of a tau policy) keeps the summarizer's prompt well inside SmolLM2's 8,192.
+# The whole set with the model: make eval-model EVAL_MODEL_PATHS="demo/evalset $(TAU2_FILE) $(TAU_FIXTURES)"
+# EVAL_MODEL_LIMIT= (docs/eval.md says what that takes).
+EVAL_MODEL_PATHS ?= demo/evalset/E05-two-refunds-different-items.json evals/fixtures/tau/tau1-airline.json \
+  evals/fixtures/tau/tau2-telecom.json
+EVAL_MODEL_LIMIT ?= 1
+EVAL_MODEL_BUDGET ?= 1500
+EVAL_MODEL_DB := sqlite:///$(CURDIR)/var/eval-model.sqlite3
+eval-model: venv-model
+	@mkdir -p var && rm -f var/eval-model.sqlite3
+	DATABASE_URL=$(EVAL_MODEL_DB) $(BIN)/python manage.py migrate --no-input -v 0
+	DATABASE_URL=$(EVAL_MODEL_DB) $(BIN)/python manage.py coverage_bench
+	@echo "==> compaction with the real local model on $(EVAL_MODEL_PATHS) (at most $(or $(EVAL_MODEL_LIMIT),all) ticket(s) each)"
+	DATABASE_URL=$(EVAL_MODEL_DB) $(BIN)/python -m evals.model_eval --check --budget $(EVAL_MODEL_BUDGET) \
+	  $(if $(EVAL_MODEL_LIMIT),--limit $(EVAL_MODEL_LIMIT)) $(EVAL_MODEL_ARGS) $(EVAL_MODEL_PATHS)
 
 clean:
 	rm -rf $(VENV) var staticfiles .pytest_cache .mypy_cache .ruff_cache test-artifacts

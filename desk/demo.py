@@ -50,6 +50,23 @@ SEED_CLASS: dict[str, Any] = {
 }
 
 
+# SUNDRY_DEMO_SUMMARIZER=openai: a real model writes T-40118's summary (the local one by default), on a budget
+# whose summarizer prompt fits SmolLM2-135M's 8,192 tokens; the review page shows what it kept and dropped.
+MODEL_CLASS: dict[str, Any] = {
+    "slug": "seed-model-4k",
+    "token_budget": 4000,
+    "compaction_threshold": 0.8,
+    "summarizer_backend": "openai",
+}
+
+
+def seed_class() -> dict[str, Any]:
+    """T-40118's class: the seed's scripted one, or the real model's (SUNDRY_DEMO_SUMMARIZER=openai)."""
+    if settings.SUNDRY_DEMO_SUMMARIZER == "openai":
+        return {**MODEL_CLASS, "summarizer_model": settings.SUNDRY_DEMO_SUMMARIZER_MODEL}
+    return dict(SEED_CLASS)
+
+
 def reference_ticket_path() -> Path:
     """The scenario file from ../shared when present, otherwise the copy kept in the repo."""
     shared = settings.BASE_DIR.parent / "shared" / "scenarios" / "T-40118.json"

@@ -217,6 +217,9 @@ class FactCheck:
     # The summary-only baseline (evals/baseline.py): its rolling summary, and its context (no pinned state).
     baseline_summary: bool | None = None
     baseline_context: bool | None = None
+    # The same for the baseline a real model wrote (`--baseline model`); None when it did not run.
+    model_baseline_summary: bool | None = None
+    model_baseline_context: bool | None = None
     # Established by the transcript itself (found in its turns, read whole): what any summary of the turns
     # alone could at best keep. A constraint from a tau brief the customer never put in words is not.
     in_transcript: bool | None = None
@@ -232,6 +235,8 @@ class FactCheck:
             "only_in_pinned_state": self.only_in_state,
             "baseline_in_summary": self.baseline_summary,
             "baseline_in_context": self.baseline_context,
+            "model_baseline_in_summary": self.model_baseline_summary,
+            "model_baseline_in_context": self.model_baseline_context,
             "in_transcript": self.in_transcript,
         }
 
@@ -292,10 +297,12 @@ def check_baseline(
     summary_written_at: int | None,
     contexts: Contexts,
     transcript: list[dict[str, Any]],
+    kind: str = "first-sentence",
 ) -> list[FactCheck]:
     """The same facts against the summary-only baseline: its latest rolling summary and its contexts.
 
     `transcript` is every turn as a message: a fact found there is one the transcript established.
+    `kind` is which baseline (`first-sentence` or `model`, evals/baseline.py) the figures are for.
     """
     facts = [c.fact for c in checks]
     established = in_context(facts, transcript)
@@ -306,6 +313,11 @@ def check_baseline(
         for fact in facts
     ]
     context = _in_all(facts, contexts)
+    if kind == "model":
+        return [
+            replace(check, model_baseline_summary=s, model_baseline_context=c, in_transcript=t)
+            for check, s, c, t in zip(checks, in_text, context, established, strict=True)
+        ]
     return [
         replace(check, baseline_summary=s, baseline_context=c, in_transcript=t)
         for check, s, c, t in zip(checks, in_text, context, established, strict=True)

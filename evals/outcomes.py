@@ -123,8 +123,10 @@ def measure(
 ) -> Outcomes:
     """Every question with each of the three contexts (`full`, `desk`, `baseline`)."""
     outcomes = Outcomes()
-    for question in questions:
-        answers = {name: ask(client, model, contexts[name], question) for name in CONTEXTS}
+    # One context at a time, all its questions: a local server reuses the prompt prefix it just read.
+    asked = {name: [ask(client, model, contexts[name], q) for q in questions] for name in CONTEXTS}
+    for index, question in enumerate(questions):
+        answers = {name: asked[name][index] for name in CONTEXTS}
         for name in CONTEXTS:
             tally = outcomes.tallies[name]
             tally.asked += 1

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from core.cost import TicketCost, summed
 from core.state import MONEY_TOTALS
 from core.vocabulary import CompactionStatus
-from evals.cost import TicketCost, summed
+from evals.baseline import ModelBaselineUsage
 from evals.facts import CATEGORIES, FactCheck
 from evals.false_misses import false_miss_figures
 from evals.outcomes import Outcomes
@@ -29,10 +30,19 @@ class EvalOptions:
     budget: int | None = None  # None: each ticket's own class budget
     # The working model asked the outcome questions (evals/outcomes.py), through OPENAI_BASE_URL; None: not asked.
     outcomes_model: str | None = None
+    # The summary-only baseline beside `first-sentence` (always measured): `model` also has the summarizer's
+    # model write a rolling summary at each cut (evals/baseline.py), through the same endpoint.
+    baseline: str = "first-sentence"
+    limit: int | None = None  # at most this many tickets from each PATH (the command applies it)
 
     @property
     def summarizer_model(self) -> str:
         return self.model or DEFAULT_MODELS.get(self.summarizer, self.summarizer)
+
+    @property
+    def baseline_model(self) -> str | None:
+        """The model that writes the `model` baseline: the summarizer's (None for the extractive one)."""
+        return self.model or (self.summarizer_model if self.summarizer != "extractive" else None)
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,10 @@ RETENTION_KEYS = (
     "baseline_in_context",
     "in_transcript",
     "baseline_in_context_of_transcript",
+    "model_baseline_summary_due",
+    "model_baseline_in_summary",
+    "model_baseline_in_context",
+    "model_baseline_in_context_of_transcript",
 )
 
 
@@ -107,6 +121,8 @@ class TicketResult:
     tokens_uncompacted: int = 0
     tokens_context: int = 0
     tokens_baseline_context: int = 0
+    tokens_model_baseline_context: int | None = None  # None: the model baseline did not run
+    model_baseline: ModelBaselineUsage | None = None
     # The end of the ticket: is the request over the budget, and could a compaction still have cut it?
     ended_over_budget: bool = False
     safe_cut_at_end: bool = False
@@ -171,6 +187,12 @@ class TicketResult:
                 "baseline_in_context_of_transcript": sum(
                     bool(c.baseline_context and c.in_transcript) for c in checks
                 ),
+                "model_baseline_summary_due": sum(c.model_baseline_summary is not None for c in checks),
+                "model_baseline_in_summary": sum(bool(c.model_baseline_summary) for c in checks),
+                "model_baseline_in_context": sum(bool(c.model_baseline_context) for c in checks),
+                "model_baseline_in_context_of_transcript": sum(
+                    bool(c.model_baseline_context and c.in_transcript) for c in checks
+                ),
             }
         return out
 
@@ -233,6 +255,7 @@ class TicketResult:
                 "context": self.tokens_context,
                 "saved": self.tokens_saved,
                 "baseline_context": self.tokens_baseline_context,
+                "model_baseline_context": self.tokens_model_baseline_context,
                 "compaction_events_before": self.events_tokens_before,
                 "compaction_events_after": self.events_tokens_after,
             },
@@ -243,6 +266,7 @@ class TicketResult:
                 "latency_ms": self.summarizer_latency_ms,
             },
             "engine_coverage_misses": self.engine_coverage_misses,
+            "model_baseline": self.model_baseline.as_json() if self.model_baseline else None,
             "retention": self.retention(),
             "contexts_checked": self.contexts_checked,
             "facts": [c.as_json() for c in self.facts],
@@ -288,12 +312,17 @@ def aggregate(tickets: list[TicketResult]) -> dict[str, Any]:
             "saved": uncompacted - context,
             "saved_share": round((uncompacted - context) / uncompacted, 4) if uncompacted else 0.0,
             "baseline_context": sum(t.tokens_baseline_context for t in tickets),
+            "model_baseline_context": sum(t.tokens_model_baseline_context or 0 for t in tickets),
             "compaction_events_before": sum(t.events_tokens_before for t in tickets),
             "compaction_events_after": sum(t.events_tokens_after for t in tickets),
         },
         "summarizer_cost_usd": str(sum((t.summarizer_cost_usd for t in tickets), Decimal(0))),
         "engine_coverage_misses": sum(t.engine_coverage_misses for t in tickets),
         "false_misses": false_miss_figures(e for t in tickets for e in t.coverage_events),
+        "model_baseline": {
+            key: sum(t.model_baseline.as_json()[key] for t in tickets if t.model_baseline)
+            for key in ("calls", "failures", "input_tokens", "output_tokens", "latency_ms")
+        },
         "retention": retention,
         "probes": {
             "total": sum(len(t.probes) for t in tickets),
@@ -367,6 +396,8 @@ class EvalReport:
         return {
             "model": self.options.outcomes_model,
             "note": "asked at each ticket's last compaction; with a 135M model the figures are a floor",
+            # Which rolling summary the `baseline` context carries (the model's when it ran).
+            "baseline_kind": self.options.baseline,
             **of(self.tickets),
             "by_domain": {
                 name: of(group) for name, group in _grouped(self.tickets, lambda t: t.domain).items()
@@ -410,6 +441,8 @@ class EvalReport:
             "summarizer": self.options.summarizer,
             "summarizer_model": self.options.summarizer_model,
             "budget": self.options.budget,
+            "baseline": self.options.baseline,
+            "limit": self.options.limit,
             "seconds": round(self.seconds, 2),
             "totals": self.totals(),
             "files": self.by_file(),

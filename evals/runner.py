@@ -22,6 +22,7 @@ from django.test.utils import override_settings
 from compaction.models import CompactionEvent
 from compaction.selectors import assemble_context
 from core.context import summary_message
+from core.cost import Prices, ticket_cost
 from core.errors import DeskError
 from core.identity import ToolCatalog
 from core.policy import TurnInfo, complete_prefix
@@ -29,9 +30,14 @@ from core.state import MONEY_TOTALS
 from core.tokens import RequestSize, count_message, state_message, turn_text
 from core.vocabulary import SummarizerBackend
 from desk.importer import ImportClass, ImportFileError, ImportTicket, import_ticket_rolled_back
-from evals.baseline import baseline_messages, baseline_summary, rolling_summary
-from evals.cost import Prices, ticket_cost
-from evals.facts import check_baseline, check_facts, expected_facts
+from evals.baseline import (
+    ModelBaselineUsage,
+    baseline_messages,
+    baseline_summary,
+    model_rolling_summary,
+    rolling_summary,
+)
+from evals.facts import Contexts, check_baseline, check_facts, expected_facts
 from evals.money import TOTAL_OF, replay
 from evals.outcomes import measure, questions_for
 from evals.results import (
@@ -182,15 +188,33 @@ def _outcomes_client() -> Any:
     return openai.OpenAI(timeout=300, max_retries=0)
 
 
-def _measure(
-    doc: ImportTicket, ticket: Ticket, result: TicketResult, outcomes_model: str | None = None
-) -> None:
+def _model_baseline(
+    ticket: Ticket,
+    applied: list[CompactionEvent],
+    rooms: list[int],
+    model: str,
+    result: TicketResult,
+) -> list[str]:
+    """The rolling summary the summarizer's model writes at each of the desk's cuts (evals/baseline.py)."""
+    client = _outcomes_client()
+    usage = ModelBaselineUsage()
+    written: list[str] = []
+    for event, room in zip(applied, rooms, strict=True):
+        turns = _turn_dicts(ticket, event.first_replaced_turn or 0, event.last_replaced_turn or 0)
+        reply = model_rolling_summary(client, model, written[-1] if written else "", turns, max_tokens=room)
+        usage.add(reply)
+        written.append(reply.text)
+    result.model_baseline = usage
+    return written
+
+
+def _measure(doc: ImportTicket, ticket: Ticket, result: TicketResult, options: EvalOptions) -> None:
     ticket = Ticket.objects.select_related("ticket_class").get(pk=ticket.pk)
     ticket_class = ticket.ticket_class
     result.budget = ticket_class.token_budget
     result.threshold_tokens = ticket_class.threshold_tokens
     result.system_prompt_tokens = ticket.system_prompt_tokens
-    events = list(CompactionEvent.objects.filter(ticket=ticket).order_by("number"))
+    events = list(CompactionEvent.objects.filter(ticket=ticket).select_related("snapshot").order_by("number"))
     for event in events:
         result.compactions[event.status] = result.compactions.get(event.status, 0) + 1
         result.events.append(
@@ -211,6 +235,11 @@ def _measure(
     result.events_tokens_before = sum(e.tokens_before for e in applied)
     result.events_tokens_after = sum(e.tokens_after or 0 for e in applied)
     result.engine_coverage_misses = sum(e.coverage_missing_count for e in applied)
+    # What the false-miss rate reads (evals/false_misses.py): each replacing event's coverage, summary and the
+    # pinned state its summarizer saw (a missing snapshot reads as an empty state).
+    result.coverage_events = [
+        {"coverage": e.coverage, "summary": e.summary, "pinned_state": _snapshot_state(e)} for e in applied
+    ]
 
     pinned = PinnedState.objects.select_related("ticket").get(ticket=ticket)
     state = pinned.agent_json()
@@ -233,37 +262,49 @@ def _measure(
     contexts.append((None, context.messages()))
     result.contexts_checked = len(contexts)
     rolling: list[str] = []
+    rooms: list[int] = []  # the room in tokens, for the model-written baseline
     for event, at in zip(applied, assembled, strict=True):
         room = len(state_message(at.pinned_state)) + len(summary_message(at.summary or {}))
+        rooms.append(at.tokens.state + at.tokens.summary)
         turns = _turn_dicts(ticket, event.first_replaced_turn or 0, event.last_replaced_turn or 0)
         rolling.append(rolling_summary(rolling[-1] if rolling else "", turns, room_chars=room))
-    # After compaction k the baseline carries its k-th rolling summary; at the end, its latest one.
-    latest = rolling[-1] if rolling else None
-    baseline_contexts = [
-        (at, baseline_messages(messages, rolling[index] if index < len(rolling) else latest))
-        for index, (at, messages) in enumerate(contexts)
-    ]
-    baseline_summary_tokens = (
-        count_message(summary_message(baseline_summary(latest)), ticket_class.encoding) if latest else 0
-    )
-    result.tokens_baseline_context = (
-        context.tokens.total - context.tokens.state - context.tokens.summary + baseline_summary_tokens
-    )
 
-    if outcomes_model and applied:
+    def replayed(texts: list[str]) -> tuple[Contexts, int]:
+        """The contexts with this rolling summary in place of the state and the desk's summary, and the
+        final request's tokens. After compaction k it carries its k-th summary; at the end, its latest."""
+        last = texts[-1] if texts else None
+        out = [
+            (at, baseline_messages(messages, texts[index] if index < len(texts) else last))
+            for index, (at, messages) in enumerate(contexts)
+        ]
+        summary_tokens = (
+            count_message(summary_message(baseline_summary(last)), ticket_class.encoding) if last else 0
+        )
+        return out, context.tokens.total - context.tokens.state - context.tokens.summary + summary_tokens
+
+    latest = rolling[-1] if rolling else None
+    baseline_contexts, result.tokens_baseline_context = replayed(rolling)
+    model_rolling: list[str] | None = None
+    if options.baseline == "model" and options.baseline_model:
+        model_rolling = _model_baseline(ticket, applied, rooms, options.baseline_model, result)
+        model_contexts, result.tokens_model_baseline_context = replayed(model_rolling)
+
+    if options.outcomes_model and applied:
         last = applied[-1]
         full = [
             {"role": "system", "content": ticket.system_prompt or ""},
             *_turn_dicts(ticket, 1, last.at_turn),
         ]
+        # The baseline context is the model-written one when it ran: the comparison a framework would make.
+        baseline = model_contexts if model_rolling is not None else baseline_contexts
         result.outcomes = measure(
             _outcomes_client(),
-            outcomes_model,
+            options.outcomes_model,
             questions_for(assembled[-1].pinned_state),
             {
                 "full": full,
                 "desk": contexts[len(applied) - 1][1],
-                "baseline": baseline_contexts[len(applied) - 1][1],
+                "baseline": baseline[len(applied) - 1][1],
             },
         )
 
@@ -275,19 +316,30 @@ def _measure(
         summary_written_at=applied[-1].at_turn if applied else None,
         contexts=contexts,
     )
+    transcript = [
+        {
+            "role": t["role"],
+            "content": turn_text(role=t["role"], content=t["content"], tool=t["tool"], args=t["args"]),
+        }
+        for t in _turn_dicts(ticket, 1, len(doc.turns))
+    ]
+    written_at = applied[-1].at_turn if applied else None
     result.facts = check_baseline(
         checks,
         summary_text=latest,
-        summary_written_at=applied[-1].at_turn if applied else None,
+        summary_written_at=written_at,
         contexts=baseline_contexts,
-        transcript=[
-            {
-                "role": t["role"],
-                "content": turn_text(role=t["role"], content=t["content"], tool=t["tool"], args=t["args"]),
-            }
-            for t in _turn_dicts(ticket, 1, len(doc.turns))
-        ],
+        transcript=transcript,
     )
+    if model_rolling is not None:
+        result.facts = check_baseline(
+            result.facts,
+            summary_text=model_rolling[-1] if model_rolling else None,
+            summary_written_at=written_at,
+            contexts=model_contexts,
+            transcript=transcript,
+            kind="model",
+        )
     result.cost = ticket_cost(
         events=[
             {
@@ -352,7 +404,7 @@ def evaluate_ticket(doc: ImportTicket, *, source: str, options: EvalOptions) -> 
                 source=source,
             )
             result.scripted_refusals = imported.refused_as_expected
-            _measure(doc, Ticket.objects.get(ticket_id=ticket_id), result, options.outcomes_model)
+            _measure(doc, Ticket.objects.get(ticket_id=ticket_id), result, options)
             raise _RollBack
     except _RollBack:
         pass
@@ -384,3 +436,8 @@ def evaluate(
             pass
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _snapshot_state(event: CompactionEvent) -> dict[str, Any]:
+    snapshot = getattr(event, "snapshot", None)  # a reverse one-to-one: AttributeError when there is none
+    return snapshot.pinned_state if snapshot is not None else {}

@@ -117,6 +117,10 @@ def render_domains(report: EvalReport) -> list[str]:
                 f"{money['tickets_checked']}/{figures['tickets']}",
             ]
         )
+    model = report.options.baseline == "model"
+    if model:
+        for row, figures in zip(rows, report.by_domain().values(), strict=True):
+            row.insert(7, _kept(figures["retention"], "model_baseline_in_context"))
     header = [
         "domain",
         "tickets",
@@ -124,13 +128,14 @@ def render_domains(report: EvalReport) -> list[str]:
         "saved",
         "facts in state",
         "ctx w/o state",
-        "baseline ctx",
+        "first-sentence baseline ctx",
+        *(["model baseline ctx"] if model else []),
         "refunded: replay / state",
         "charged: replay / state",
         "credited: replay / state",
         "money checked",
     ]
-    return _table(header, rows, right={1, 2, 3, 4, 5, 6})
+    return _table(header, rows, right={1, 2, 3, 4, 5, 6, *([7] if model else [])})
 
 
 def render_retention(report: EvalReport) -> list[str]:
@@ -143,10 +148,13 @@ def render_retention(report: EvalReport) -> list[str]:
         f"desk summary{copied}",
         "desk ctx w/o pinned state",
         "in transcript",
-        "baseline summary",
-        "baseline ctx (of transcript's)",
-        "kept only by state",
+        "first-sentence baseline summary",
+        "first-sentence baseline ctx (of transcript's)",
+        "kept only by state (vs first-sentence)",
     ]
+    model = report.options.baseline == "model"
+    if model:
+        header += ["model baseline summary", "model baseline ctx (of transcript's)"]
     rows = []
     for category in CATEGORIES:
         r = totals["retention"][category]
@@ -162,6 +170,11 @@ def render_retention(report: EvalReport) -> list[str]:
                 str(r["in_state"] - r["baseline_in_context"]) if r["total"] else "-",
             ]
         )
+        if model:
+            rows[-1] += [
+                _percent(r["model_baseline_in_summary"], r["model_baseline_summary_due"]),
+                _percent(r["model_baseline_in_context_of_transcript"], r["in_transcript"]),
+            ]
     return _table(header, rows, right=set())
 
 
@@ -216,15 +229,23 @@ def render_totals(report: EvalReport) -> list[str]:
     money = totals["money"]
     return [
         f"{totals['tickets']} tickets, {totals['turns']:,} turns, {totals['errors']} import errors; summarizer "
-        f"{report.options.summarizer} ({report.options.summarizer_model}); baseline: summary-only, extractive, "
-        "no pinned state",
+        f"{report.options.summarizer} ({report.options.summarizer_model}); baselines (summary-only, no pinned "
+        "state): first-sentence (constructed, extractive)"
+        + (
+            f", model (a rolling summary written by {report.options.baseline_model}: "
+            f"{totals['model_baseline']['calls']} calls, {totals['model_baseline']['failures']} failed)"
+            if report.options.baseline == "model"
+            else ""
+        ),
         f"compactions: {comp['applied']} applied, {comp['forced']} forced, {comp['over_budget']} over budget, "
         f"{comp['failed']} failed, {comp['deferred']} deferred; {totals['tickets_compacted']} tickets compacted",
         f"ended over budget: {totals['tickets_ended_over_budget']} "
         f"({totals['tickets_over_budget_with_safe_cut']} with a safe cut); "
         f"compactions that did not shrink the request: {totals['compactions_not_shrinking']}",
         f"tokens: {tokens['uncompacted']:,} uncompacted -> {tokens['context']:,} with compaction "
-        f"({tokens['saved']:,} saved, {100 * tokens['saved_share']:.1f}%); baseline requests {tokens['baseline_context']:,}",
+        f"({tokens['saved']:,} saved, {100 * tokens['saved_share']:.1f}%); baseline requests "
+        f"{tokens['baseline_context']:,} (first-sentence)"
+        + (f", {tokens['model_baseline_context']:,} (model)" if report.options.baseline == "model" else ""),
         f"customer briefs (the oracle, reported apart; only what a customer turn states is pinned): "
         f"{totals['brief']['stated_in_conversation']} of {totals['brief']['sentences']} sentences stated in the conversation",
         f"repeat probes refused: {_percent(probes['refused'], probes['total'])}; money (independent replay / "
@@ -304,7 +325,7 @@ def render_outcomes(report: EvalReport) -> list[str]:
             ]
         )
     header = [
-        f"outcomes ({outcomes['model']}; a floor)",
+        f"outcomes ({outcomes['model']}; a floor; baseline = {outcomes['baseline_kind']})",
         "asked",
         "right",
         "agrees with full",

@@ -248,6 +248,14 @@ SUNDRY_IMPORT_MAX_DEPTH = env_int("SUNDRY_IMPORT_MAX_DEPTH", 32)
 # Where `load_demo` (development only) keeps the demo agent's token, so `make run` prints the same one each time.
 SUNDRY_DEMO_TOKEN_FILE = env_str("SUNDRY_DEMO_TOKEN_FILE", str(VAR_DIR / "demo-agent-token"))
 
+# The demo's summarizer for T-40118 (`load_demo`): `scripted` replays the seed's lossy summary (the default);
+# `openai` has the OpenAI-compatible server in OPENAI_BASE_URL (e.g. `make model-server`) write it, with the
+# model SUNDRY_DEMO_SUMMARIZER_MODEL, on a 4,000-token class so the summarizer's prompt fits SmolLM2's window.
+SUNDRY_DEMO_SUMMARIZER = env_str("SUNDRY_DEMO_SUMMARIZER", "scripted")
+if SUNDRY_DEMO_SUMMARIZER not in {"scripted", "openai"}:
+    raise ImproperlyConfigured("SUNDRY_DEMO_SUMMARIZER must be scripted or openai")
+SUNDRY_DEMO_SUMMARIZER_MODEL = env_str("SUNDRY_DEMO_SUMMARIZER_MODEL", "smollm2-135m-instruct")
+
 # Largest request body the desk accepts (the API answers 413 above it).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SUNDRY_MAX_BODY_BYTES", 256 * 1024)
 

@@ -12,7 +12,9 @@ from django.db.models import Avg, Count, F, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
+from compaction.costs import costs_by_class
 from compaction.models import CompactionEvent
+from core.cost import CostSummary, summary_of
 from core.vocabulary import CompactionStatus
 from tickets.models import TicketClass
 from tickets.selectors import refused_attempts_count
@@ -47,6 +49,11 @@ class ClassMetrics:
     cost_usd: Decimal
     avg_latency_ms: float | None
     coverage_misses: int
+    # What the replacing compactions saved (core.cost): tokens later working requests did not re-send, at
+    # the class's working input price, and one compaction's cost over one working turn's.
+    tokens_not_resent: int = 0
+    savings_usd: Decimal = Decimal(0)
+    compaction_to_turn_ratio: float | None = None
 
     @property
     def failure_rate(self) -> float | None:
@@ -65,7 +72,7 @@ def _in_range(prefix: str, span: DateRange) -> Q:
 
 def compaction_metrics(span: DateRange | None = None) -> list[ClassMetrics]:
     """Per ticket class, every class listed: compactions by status, tokens saved, summarizer cost,
-    latency and coverage misses, over the events of `span` (one query)."""
+    latency and coverage misses, over the events of `span` (one query); and what they saved (one more)."""
     event = "tickets__compactions__"
     within = _in_range(event, span) if span else Q()
     replacing = Q(**{f"{event}status__in": CompactionStatus.replacing()}) & within
@@ -91,8 +98,14 @@ def compaction_metrics(span: DateRange | None = None) -> list[ClassMetrics]:
             misses=Count(f"{event}pk", filter=within & Q(**{f"{event}coverage_missing_count__gt": 0})),
         )
     )
+    costs = costs_by_class(CompactionEvent.objects.filter(_in_range("", span) if span else Q()))
+    empty = CostSummary(0, Decimal(0), 0, Decimal(0), None)
+    saved = {slug: summary_of(c.compactions, c.prices) for slug, c in costs.items()}
     return [
         ClassMetrics(
+            tokens_not_resent=saved.get(r["slug"], empty).tokens_not_resent,
+            savings_usd=saved.get(r["slug"], empty).savings_usd,
+            compaction_to_turn_ratio=saved.get(r["slug"], empty).compaction_to_turn_ratio,
             slug=r["slug"],
             applied=r["applied"],
             forced=r["forced"],

@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 
 from desk.pages.metrics import compaction_metrics
 from desk.pages.queue import QueueFilters, QueueFlag, queue_tickets
+from tests.fake_openai import Reply
 from tickets.accounts import AGENT, authenticate_agent_token, has_role
 from tickets.models import AgentToken, Ticket
 
@@ -95,3 +96,28 @@ def test_load_demo_keeps_t40118s_refused_second_refund_at_turn_26() -> None:
     assert list(Ticket.objects.with_refused_attempts().values_list("ticket_id", flat=True)) == ["T-40118"]
     state = Ticket.objects.get(ticket_id="T-40118").pinned_state
     assert state.items.refunded_cents_total == 4000
+
+
+def test_the_demo_switch_has_the_openai_summarizer_compact_t40118(
+    settings: Any, openai_server: Any, scenario: dict
+) -> None:
+    """SUNDRY_DEMO_SUMMARIZER=openai: T-40118 goes on a 4,000-token class whose summaries the
+    OpenAI-compatible server writes (here a loopback one replaying the seed's lossy summary); the refund it
+    drops is flagged on the event, as the review page shows it."""
+    import json
+
+    from compaction.models import CompactionEvent
+
+    settings.SUNDRY_DEMO_SUMMARIZER = "openai"
+    settings.SUNDRY_DEMO_SUMMARIZER_MODEL = "small-local"
+    lossy = json.dumps(scenario["lossy_summary_turns_1_14"])
+    with openai_server([Reply(content=lossy)]) as fake:
+        call_command("load_demo", "--tickets", "0", stdout=StringIO())
+    ticket = Ticket.objects.select_related("ticket_class").get(ticket_id="T-40118")
+    assert (ticket.ticket_class.slug, ticket.ticket_class.token_budget) == ("seed-model-4k", 4000)
+    assert ticket.ticket_class.summarizer_backend == "openai"
+    assert fake.requests and {r["body"]["model"] for r in fake.requests} == {"small-local"}
+    # On 4,000 tokens the tool results cross the budget before a boundary: the hard ceiling compacts.
+    event = CompactionEvent.objects.filter(ticket=ticket, status__in=("applied", "forced")).first()
+    assert event is not None and event.summarizer_input_tokens == 900  # the server's usage, recorded
+    assert event.coverage_missing_count >= 1

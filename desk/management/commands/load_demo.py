@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from desk.demo import SEED_CLASS, demo_ledger, demo_status, generated_ticket, reference_ticket_path
+from desk.demo import demo_ledger, demo_status, generated_ticket, reference_ticket_path, seed_class
 from desk.importer import ImportTicket, import_ticket, load_file
 from ledger.entries import parse_entry
 from ledger.models import LedgerEntry, LedgerSource
@@ -51,10 +51,12 @@ class Command(BaseCommand):
                 "load_demo refuses to run with SUNDRY_ENV=production: it creates demo users with known passwords"
             )
         path = reference_ticket_path()
-        if not TicketClass.objects.filter(slug=SEED_CLASS["slug"]).exists():
-            save_ticket_class(ticket_class=TicketClass(**SEED_CLASS), by=None)
-        # The reference ticket runs on the seed's class: its compaction replays the seed's lossy summary.
-        docs = [d.model_copy(update={"ticket_class": SEED_CLASS["slug"]}) for d in load_file(path)]
+        reference_class = seed_class()
+        if not TicketClass.objects.filter(slug=reference_class["slug"]).exists():
+            save_ticket_class(ticket_class=TicketClass(**reference_class), by=None)
+        # The reference ticket runs on the seed's class: its compaction replays the seed's lossy summary
+        # (or, with SUNDRY_DEMO_SUMMARIZER=openai, a real model writes it).
+        docs = [d.model_copy(update={"ticket_class": reference_class["slug"]}) for d in load_file(path)]
         wanted = docs + [ImportTicket.model_validate(generated_ticket(i)) for i in range(options["tickets"])]
         existing = set(
             Ticket.objects.filter(ticket_id__in=[d.ticket_id for d in wanted]).values_list(

@@ -13,7 +13,10 @@ from typing import Any
 
 from django.http import Http404
 
+from compaction.costs import costs_by_class
+from compaction.models import CompactionEvent
 from compaction.selectors import CompactionTotals, totals_of
+from core.cost import CostSummary, summary_of
 from core.vocabulary import CompactionStatus
 from desk.pages.labels import PinnedMark, pinned_marks_by_turn
 from desk.pages.ticket.live import Marks
@@ -189,6 +192,16 @@ class TicketPage:
     def compaction_totals(self) -> CompactionTotals:
         """What compaction did and cost on this ticket, from the events already loaded."""
         return totals_of(self.compactions)
+
+    @property
+    def compaction_savings(self) -> CostSummary | None:
+        """What the replacing compactions saved (tokens not re-sent at the working input price) and one
+        compaction against one working turn (core.cost, one query); None before any replaced turns."""
+        costs = costs_by_class(CompactionEvent.objects.filter(ticket=self.ticket))
+        if not costs:
+            return None
+        [cost] = costs.values()
+        return summary_of(cost.compactions, cost.prices)
 
     @property
     def live_marks(self) -> Marks:

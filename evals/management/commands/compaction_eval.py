@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
 from desk.importer import ImportFileError, ImportTicket
+from evals.baseline import BASELINES
 from evals.results import EvalOptions, TicketResult
 from evals.runner import evaluate
 from evals.sources import expand, load
@@ -79,6 +80,20 @@ class Command(BaseCommand):
             "baseline contexts at each ticket's last compaction (evals/outcomes.py); default: not asked",
         )
         parser.add_argument(
+            "--baseline",
+            choices=list(BASELINES),
+            default="first-sentence",
+            help="the summary-only baseline: first-sentence (constructed, offline; always measured) or model "
+            "(also a rolling summary written by the summarizer's model at each cut, through the same "
+            "OPENAI_BASE_URL; the outcome questions' baseline context is then the model's)",
+        )
+        parser.add_argument(
+            "--limit",
+            type=int,
+            default=None,
+            help="at most this many tickets from each PATH (in file and ticket order): a bounded subset",
+        )
+        parser.add_argument(
             "--check",
             action="store_true",
             help="exit with status 1, naming the reasons, if a context ends over budget although a safe cut "
@@ -92,15 +107,26 @@ class Command(BaseCommand):
         budget = options["budget"]
         if budget is not None and budget < 256:
             raise CommandError("--budget must be at least 256 tokens")
+        limit = options["limit"]
+        if limit is not None and limit < 1:
+            raise CommandError("--limit must be at least 1 ticket")
         documents: list[tuple[str, ImportTicket]] = []
         try:
             for given in options["paths"]:
                 # A directory is reported as one source (the project's eval set is one directory).
+                taken: list[tuple[str, ImportTicket]] = []
                 for path in expand([given]):
+                    if limit is not None and len(taken) >= limit:
+                        break
                     _, docs = load(path, tau_budget=budget or DEFAULT_BUDGET)
-                    documents += [(str(given), doc) for doc in docs]
+                    taken += [(str(given), doc) for doc in docs]
+                documents += taken[:limit] if limit is not None else taken
         except ImportFileError as exc:
             raise CommandError(str(exc)) from None
+        if options["baseline"] == "model" and options["summarizer"] == "extractive" and not options["model"]:
+            raise CommandError(
+                "--baseline model needs a model to write it: --summarizer openai, or --model NAME"
+            )
         if not documents:
             raise CommandError("no tickets found in the given paths")
 
@@ -109,6 +135,8 @@ class Command(BaseCommand):
             model=options["model"],
             budget=budget,
             outcomes_model=options["outcomes_model"],
+            baseline=options["baseline"],
+            limit=limit,
         )
         progress = Progress(len(documents), self.stderr)
         report = evaluate(documents, options=eval_options, progress=progress)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from evals.cost import Prices, ticket_cost
+from core.cost import Prices, ticket_cost
 
 PRICES = Prices(working_input=Decimal("2.00"), working_output=Decimal("8.00"))
 
@@ -55,3 +55,19 @@ def test_a_compaction_with_no_model_call_costs_nothing_and_its_ratio_is_zero() -
     cost = ticket_cost(events=[event], turns=[(5, "agent", 10)], prices=PRICES)
     assert cost.as_json()["compaction_to_turn_ratio"] == 0
     assert cost.as_json()["tokens_not_resent"] == 4000
+
+
+def test_a_pages_summary_adds_up_the_compactions_as_the_eval_does() -> None:
+    from core.cost import summary_of
+
+    turns = [(1, "customer", 50), (2, "agent", 100), (5, "agent", 300), (6, "tool_call", 20)]
+    cost = ticket_cost(
+        events=[_event(), _event(number=2, at_turn=5, tokens_after=4000)], turns=turns, prices=PRICES
+    )
+    summary = summary_of(cost.compactions, PRICES)
+    figures = cost.as_json()
+    assert summary.compactions == 2
+    assert summary.tokens_not_resent == figures["tokens_not_resent"] == 4000 * 2 + 1000 * 1
+    assert str(summary.savings_usd.quantize(Decimal("0.000001"))) == figures["savings_usd"]
+    assert summary.compaction_to_turn_ratio == figures["compaction_to_turn_ratio"]
+    assert summary.net_savings_usd == summary.savings_usd - Decimal("0.001200")
