@@ -15,6 +15,7 @@ No Django here: the parser is plain bytes, tested on a real PostgreSQL connectio
 
 from __future__ import annotations
 
+import contextlib
 import selectors
 import socket
 import struct
@@ -127,10 +128,8 @@ class WireCounter:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         for key in list(self._selector.get_map().values()):
-            try:
+            with contextlib.suppress(OSError):
                 key.fileobj.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
         self._selector.close()
         self._wake_w.close()
 
@@ -193,8 +192,6 @@ class WireCounter:
 
     def _drop(self, pair: _Pair) -> None:
         for s in (pair.client, pair.upstream):
-            try:
+            with contextlib.suppress(KeyError, ValueError):
                 self._selector.unregister(s)
-            except (KeyError, ValueError):
-                pass
             s.close()
