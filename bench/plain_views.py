@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from bench import raw_writes
 from compaction.models import CompactionEvent
+from core.state import model_state
 from core.tokens import REPLY_PRIMING_TOKENS, count_turn
 from core.vocabulary import CompactionStatus
 from tickets.accounts import authenticate_agent_token
@@ -308,7 +309,7 @@ def ps_context(request: HttpRequest, ticket_id: str) -> JsonResponse:
     return JsonResponse(
         {
             "system_prompt": prompt,
-            "pinned_state": _ps_state(tid, order, seller, version, data_text),
+            "pinned_state": model_state(_ps_state(tid, order, seller, version, data_text)),
             "summary": active["summary"] if active else None,
             "summary_covers_turns": [active["first"], active["last"]] if active else None,
             "turns": turns,

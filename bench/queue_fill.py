@@ -37,7 +37,7 @@ def insert_select(
     for f in model._meta.concrete_fields:
         if f.primary_key:
             continue
-        column = f.column
+        column = str(f.column)
         columns.append(column)
         if column in values:
             given = values[column]

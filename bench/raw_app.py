@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 
 from bench import raw_writes
+from core.state import model_state
 
 REPLY_PRIMING_TOKENS = 3
 ROUTE = re.compile(r"^/api/v1/tickets/([^/]+)/(state|context|turns|actions)/(?:([^/]+)/)?$")
@@ -115,7 +116,7 @@ def _context(cur: psycopg.Cursor[Any], ticket_id: str) -> dict[str, Any] | None:
     turn_tokens = sum(t["tokens"] for t in turns)
     return {
         "system_prompt": prompt,
-        "pinned_state": _state((tid, order, seller, version, data)),
+        "pinned_state": model_state(_state((tid, order, seller, version, data))),
         "summary": active[0] if active else None,
         "summary_covers_turns": [active[2], active[3]] if active else None,
         "turns": turns,

@@ -17,7 +17,9 @@ def _message(kind: bytes, payload: bytes) -> bytes:
 
 def test_the_parser_reads_the_startup_then_typed_messages_split_anywhere() -> None:
     startup = struct.pack("!II", 8 + 5, 196608) + b"user\x00"
-    stream = startup + _message(b"Q", b"SELECT 1\x00") + _message(b"P", b"\x00x\x00\x00\x00") + _message(b"S", b"")
+    stream = (
+        startup + _message(b"Q", b"SELECT 1\x00") + _message(b"P", b"\x00x\x00\x00\x00") + _message(b"S", b"")
+    )
     parser = FrontendParser()
     seen: list[str] = []
     for i in range(0, len(stream), 3):  # three bytes at a time: no message arrives whole
