@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 from django.db import connection
 
-from bench import figures
+from bench import compaction_due, figures
 from bench.agents import AgentRun, run_agents, run_mixed
 from bench.fixtures import TURN_TEXT, Fixtures, Log, build_fixtures
 from bench.growth import growth
@@ -76,6 +76,8 @@ def run(options: Options, log: Log) -> dict[str, Any]:
     log(f"memory: a fresh desk server, {options.mix_requests:,} mixed requests")
     with servers({"d": ("bench.wsgi", desk_env)}) as started:
         memory = _memory(fixtures, started["d"], options)
+    due = compaction_due.measure(fixtures, log)
+    connection.close()
     with servers({"d": ("bench.wsgi", desk_env)}) as started:
         growth_figures, growth_detail = growth(fixtures, started["d"].port, options, log)
 
@@ -97,6 +99,7 @@ def run(options: Options, log: Log) -> dict[str, Any]:
         sections={**agent, "round_trips": trips, "growth": growth_figures, "memory": memory},
         extra={
             "orm_queries": queries,
+            "compaction_due": due,
             "growth_detail": growth_detail,
             "connections": connections,
             "tokenize": tokenize,
@@ -355,6 +358,16 @@ def render(result: dict[str, Any]) -> str:
         "",
         f"memory: desk worker RSS {memory.get('start_kb')} kB after one request of each kind, {memory.get('after_kb')} kB "
         f"after {memory.get('requests')} mixed requests ({memory.get('errors')} not 2xx): {figures.cell(memory['rss_10k_over_start'])}x",
+    ]
+    due = result.get("compaction_due") or {}
+    now, queued = due.get("immediate") or {}, due.get("worker") or {}
+    lines += [
+        "",
+        f"compaction due, immediate backend: the due turn {figures.cell(now.get('due_turn_p50_ms'))} ms p50, "
+        f"a turn not due {figures.cell(now.get('not_due_turn_p50_ms'))} ms ({now.get('statuses')})",
+        f"compaction due, worker backend: the due turn {figures.cell(queued.get('due_turn_p50_ms'))} ms p50, "
+        f"queued -> applied {figures.cell(queued.get('queued_to_applied_p50_ms'))} ms p50, "
+        f"{figures.cell(queued.get('queued_to_applied_max_ms'))} ms max ({queued.get('statuses')})",
     ]
     if result.get("connections"):
         lines += ["", "Desk requests/s by connection setting (median of the rounds):", ""]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -39,7 +40,7 @@ def _call(
 
 
 @pytest.fixture
-def raw_dsn(monkeypatch: pytest.MonkeyPatch) -> None:
+def raw_dsn(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     db = settings.DATABASES["default"]
     dsn = f"host={db['HOST'] or 'localhost'} port={db['PORT'] or 5432} dbname={db['NAME']} user={db['USER']} password={db['PASSWORD']}"
     monkeypatch.setenv("BENCH_RAW_DSN", dsn)

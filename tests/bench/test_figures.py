@@ -162,3 +162,14 @@ def test_an_http_answer_is_read_by_its_length_or_its_chunks() -> None:
     assert parse_response(chunked) == (200, b'{"a":1}')
     with pytest.raises(ValueError, match="not an HTTP answer"):
         parse_response(b"garbage")
+
+
+def test_unique_items_are_letters_so_the_desks_item_identity_keeps_them_apart() -> None:
+    from bench.agents import letters
+    from core.identity import normalize_item
+
+    names = [letters(n) for n in range(20_000)]
+    assert len(set(names)) == 20_000 and names[:3] == ["qaq", "qbq", "qcq"] and letters(27) == "qbbq"
+    items = {normalize_item(f"item-mix-{name}") for name in names}
+    assert len(items) == 20_000  # with digits, `item-mix-999` and `item-mix-119` are one item
+    assert normalize_item("item-mix-999") == normalize_item("item-mix-119")
