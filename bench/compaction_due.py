@@ -30,9 +30,12 @@ WORKER_BACKEND = "django_tasks_db.DatabaseBackend"
 SETTLED = ("applied", "forced", "failed", "over_budget", "superseded", "deferred")
 
 
+# Longer than the customer's turn (bench.fixtures.TURN_TEXT): see due_tickets.
 AGENT_REPLY = (
-    "Thanks for your patience. I have opened a claim with the carrier for the parasol and asked for a photo of the "
-    "cracked corner of the table; once it arrives I will refund that item in full."
+    "Thank you for your patience, and I am sorry about the trouble with this order. I have opened a claim with the "
+    "carrier for the parasol that shows as delivered yesterday, and they will answer within two working days. For "
+    "the table, could you send me a photo of the cracked corner? As soon as it arrives I will refund that item in "
+    "full to your original payment method, and you will not need to send anything back."
 )
 
 
@@ -44,32 +47,39 @@ def turn_body(n: int) -> bytes:
 
 
 def due_tickets(token: str, prefix: str, count: int) -> list[str]:
-    """`count` tickets whose next turn (an agent reply completing a step, so at a boundary) crosses the
-    class's compaction threshold; the turns before it alternate customer and agent."""
+    """`count` tickets whose next agent reply (completing a step, so at a boundary) crosses the class's
+    compaction threshold and whose turns before it never did (customer and agent in turn).
+
+    Pairs are posted while a whole pair still fits; then a customer turn if it fits. The reply crosses either
+    way: after that customer turn because the pair did not fit, without it because the reply is the longer."""
     klass, _ = TicketClass.objects.get_or_create(
         slug="bench-due",
         defaults={"token_budget": 4000, "compaction_threshold": 0.5, "keep_recent_tokens": 0},
     )
+    threshold = klass.threshold_tokens
     client = Client(HTTP_AUTHORIZATION=f"Token {token}")
+
+    def post(ticket_id: str, n: int) -> int:
+        answer = client.post(
+            f"/api/v1/tickets/{ticket_id}/turns/", turn_body(n), content_type="application/json"
+        )
+        if answer.status_code != 201 or answer.json()["compaction"]["status"] != "not_due":
+            raise RuntimeError(f"filling {ticket_id}: {answer.status_code} {answer.content[:200]!r}")
+        return int(answer.json()["tokens"])
+
     made = []
     for i in range(count):
         ticket_id = f"B-DUE-{prefix}-{i}"
         open_ticket(ticket_id=ticket_id, order_id="SU-B", seller_type="marketplace", ticket_class=klass)
-        n = 0
-        reply_tokens = 0
-        while True:
-            ticket = Ticket.objects.get(ticket_id=ticket_id)
-            # Stop before an agent reply that would cross (its tokens known from the first one).
-            if n % 2 == 1 and reply_tokens and ticket.context_tokens + reply_tokens > klass.threshold_tokens:
-                break
-            answer = client.post(
-                f"/api/v1/tickets/{ticket_id}/turns/", turn_body(n), content_type="application/json"
-            )
-            if answer.status_code != 201 or answer.json()["compaction"]["status"] != "not_due":
-                raise RuntimeError(f"filling {ticket_id}: {answer.status_code} {answer.content[:200]!r}")
-            if n % 2 == 1:
-                reply_tokens = answer.json()["tokens"]
-            n += 1
+        customer = reply = 0
+        while not (
+            customer and Ticket.objects.get(ticket_id=ticket_id).context_tokens + customer + reply > threshold
+        ):
+            customer, reply = post(ticket_id, 0), post(ticket_id, 1)
+        if reply <= customer:
+            raise RuntimeError("the due tickets' agent reply must be longer than the customer's turn")
+        if Ticket.objects.get(ticket_id=ticket_id).context_tokens + customer <= threshold:
+            post(ticket_id, 0)
         made.append(ticket_id)
     return made
 

@@ -202,7 +202,6 @@ def throughput(
 def round_trips(fixtures: Fixtures, port: int, wire: WireCounter, samples: int = 5) -> dict[str, Any]:
     """Round trips and statements on the wire per request (median of `samples` after one to warm up), the
     desk's server alone behind the counter with one worker, one request at a time (health checks included)."""
-    client = HTTPClient(port)
     auth = {"Authorization": f"Token {fixtures.token}"}
     json_type = {"Content-Type": "application/json"}
     ticket = fixtures.action_tickets["d"][0]
@@ -241,7 +240,6 @@ def round_trips(fixtures: Fixtures, port: int, wire: WireCounter, samples: int =
         intent = json.loads(measure("intent_post", *action(n, True)))
         settle = json.dumps({"status": "succeeded"}).encode()
         measure("settle", "PATCH", f"{base}/actions/{intent['action']['id']}/", {**auth, **json_type}, settle)
-    client.close()
     # The first of each kind warmed the worker (its connection opened, its compiled reads built): left out.
     out: dict[str, Any] = {name: figures.median(values[1:]) for name, values in trips.items()}
     out["statements"] = {name: figures.median(values[1:]) for name, values in statements.items()}
