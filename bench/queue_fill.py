@@ -100,7 +100,7 @@ def _fill_batch(klass_pk: int, first: int, last: int) -> None:
             "ticket_class_id": ("%s", [klass_pk]),
             "system_prompt": "'You are Sundry''s support agent.'",
             "system_prompt_tokens": "9",
-            "context_tokens": "(g.n * 7919) %% 9000",
+            "context_tokens": "(g.n::bigint * 7919) %% 9000",
             "turn_count": "2",
             "created_at": "now() - make_interval(secs => g.n)",
         },
