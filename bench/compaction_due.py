@@ -85,7 +85,7 @@ def due_tickets(token: str, prefix: str, count: int) -> list[str]:
 
 
 def measure(fixtures: Fixtures, log: Log, count: int = 6) -> dict[str, Any]:
-    log(f"compaction due: {count} tickets per backend one turn short of the threshold")
+    log(f"compaction due: {count} tickets per backend, one agent reply short of the threshold")
     tickets = {backend: due_tickets(fixtures.token, backend, count) for backend in ("immediate", "worker")}
     auth = {"Authorization": f"Token {fixtures.token}", "Content-Type": "application/json"}
     body = turn_body(1)  # the agent reply that crosses

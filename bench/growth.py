@@ -129,8 +129,10 @@ def _older_link(port: int, path: str, page: dict[str, str]) -> str:
 def _queue_growth(
     client: HTTPClient, page: dict[str, str], options: Options, log: Log
 ) -> tuple[dict[str, float | None], dict[str, Any]]:
-    """The queue's pages at 1,000 tickets, then again at `queue_tickets` (keyset pages: page 20 is reached by
-    following "Older" 19 times from the first, the last by the "Last" link, as a supervisor would)."""
+    """The queue's pages at 1,000 queue tickets, then again at `queue_tickets` (keyset pages: page 20 is reached
+    by following "Older" 19 times from the first, the last by the "Last" link, as a supervisor would). The
+    queue is newest first; the bench's own tickets are the oldest, so the last page is theirs at both sizes
+    and the first 20 pages are the fill's rows at both."""
     timings: dict[str, list[float]] = {}
     sizes = ("small", 1000), ("large", options.queue_tickets)
     for label, total in sizes:
