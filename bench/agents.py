@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import figures
+from bench.figures import letters
 from bench.fixtures import TURN_TEXT
 
 KINDS = ("context_get", "turn_post", "intent_post", "settle_patch")
@@ -176,18 +177,6 @@ def run_agents(
         return run
 
     return asyncio.run(main())
-
-
-def letters(n: int) -> str:
-    """n in letters between two q's (0 -> qaq, 27 -> qbbq): unique per request and, as an item, kept apart by
-    the desk's item identity, which drops order references (`item-mix-999` and `item-mix-119` are both
-    `item`), articles (`a`, `my`) and plural endings (`...s`)."""
-    out = ""
-    while True:
-        n, digit = divmod(n, 26)
-        out = chr(ord("a") + digit) + out
-        if n == 0:
-            return f"q{out}q"
 
 
 def run_mixed(

@@ -41,6 +41,18 @@ REQUIRED_KEYS = (
 )
 
 
+def letters(n: int) -> str:
+    """n in letters between two q's (0 -> qaq, 27 -> qbbq): unique per request and, as an item, kept apart by
+    the desk's item identity, which drops order references (`item-mix-999` and `item-mix-119` are both
+    `item`), articles (`a`, `my`) and plural endings (`...s`)."""
+    out = ""
+    while True:
+        n, digit = divmod(n, 26)
+        out = chr(ord("a") + digit) + out
+        if n == 0:
+            return f"q{out}q"
+
+
 def median(values: Iterable[float]) -> float | None:
     """The median, or None when nothing was measured."""
     collected = [v for v in values if v is not None]

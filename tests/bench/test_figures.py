@@ -165,7 +165,7 @@ def test_an_http_answer_is_read_by_its_length_or_its_chunks() -> None:
 
 
 def test_unique_items_are_letters_so_the_desks_item_identity_keeps_them_apart() -> None:
-    from bench.agents import letters
+    from bench.figures import letters
     from core.identity import normalize_item
 
     names = [letters(n) for n in range(20_000)]
@@ -173,3 +173,9 @@ def test_unique_items_are_letters_so_the_desks_item_identity_keeps_them_apart() 
     items = {normalize_item(f"item-mix-{name}") for name in names}
     assert len(items) == 20_000  # with digits, `item-mix-999` and `item-mix-119` are one item
     assert normalize_item("item-mix-999") == normalize_item("item-mix-119")
+
+
+def test_the_wrk_script_writes_its_counter_in_letters() -> None:
+    script = wrk_script(Plan("POST", ("/a/",), {"Idempotency-Key": "{u}"}, '{"item": "item-{u}"}'), "p")
+    assert "letters(counter)" in script and "tostring(counter)" not in script
+    assert 'return "q" .. s .. "q"' in script
