@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -11,32 +12,65 @@ from typing import Any
 ENDPOINTS: tuple[tuple[str, str], ...] = (
     ("state_get", "state GET"),
     ("context_get", "context GET, 20 turns"),
-    ("context_get_5000", "context GET, 5,000 turns"),
     ("turn_post", "turn POST (not due)"),
     ("action_post", "action POST"),
 )
-APPS = ("d", "p", "r")
-# The keys var/bench.json always has (dotted paths into the nested object).
+READS = ("state_get", "context_get")  # against PS; the writes against R'
+APPS = ("d", "ps", "p", "r")
+# The keys var/bench.json always has (dotted paths into the nested object: `agent_turn.d_over_rprime` is
+# data["agent_turn"]["d_over_rprime"]). None when a figure was not measured.
 REQUIRED_KEYS = (
-    "state_get.d_over_p",
-    "context_get.d_over_p",
-    "turn_post.d_over_p",
-    "action_post.d_over_p",
-    "queries.state_get",
-    "queries.context_get",
-    "queries.turn_post",
-    "queries.action_post",
-    "growth.context_5000_over_20",
-    "growth.action_300_over_0",
-    "growth.ticket_page_5000_over_20",
-    "growth.queue_100k_over_1k",
+    "agent_turn.d_over_rprime",
+    "agent_turn.p99_over_rprime",
+    "settle.d_over_rprime",
+    "action_post.d_over_rprime",
+    "state_get.d_over_ps",
+    "context_get.d_over_ps",
+    "round_trips.state_get",
+    "round_trips.context_get",
+    "round_trips.turn_post",
+    "round_trips.action_post",
+    "round_trips.settle",
+    "growth.state_2000_over_1",
+    "growth.context_2000_actions_over_1",
+    "growth.context_50000_over_20",
+    "growth.action_2000_over_0",
+    "growth.ticket_page_50000_over_20",
+    "growth.queue_1m_over_1k",
+    "memory.rss_10k_over_start",
 )
+
+
+def letters(n: int) -> str:
+    """n in letters between two q's (0 -> qaq, 27 -> qbbq): unique per request and, as an item, kept apart by
+    the desk's item identity, which drops order references (`item-mix-999` and `item-mix-119` are both
+    `item`), articles (`a`, `my`) and plural endings (`...s`)."""
+    out = ""
+    while True:
+        n, digit = divmod(n, 26)
+        out = chr(ord("a") + digit) + out
+        if n == 0:
+            return f"q{out}q"
 
 
 def median(values: Iterable[float]) -> float | None:
     """The median, or None when nothing was measured."""
     collected = [v for v in values if v is not None]
     return statistics.median(collected) if collected else None
+
+
+def mean(values: Iterable[float]) -> float | None:
+    collected = [v for v in values if v is not None]
+    return statistics.fmean(collected) if collected else None
+
+
+def percentile(values: Iterable[float], pct: float) -> float | None:
+    """The nearest-rank percentile (p50, p99) of what was measured, or None for nothing."""
+    collected = sorted(v for v in values if v is not None)
+    if not collected:
+        return None
+    rank = max(1, math.ceil(pct / 100 * len(collected)))
+    return collected[min(rank, len(collected)) - 1]
 
 
 def ratio(numerator: float | None, denominator: float | None, digits: int = 2) -> float | None:
@@ -93,7 +127,8 @@ def parse_wrk(output: str) -> LoadResult:
 
 
 def throughput_summary(runs: Mapping[str, Mapping[str, Sequence[LoadResult]]]) -> dict[str, Any]:
-    """Per endpoint: each app's median requests/s and p50 over the rounds, D/P and D/R, and the errors seen.
+    """Per endpoint: each app's median requests/s and p50 over the rounds, the ratios, and the errors seen:
+    reads D/PS (and D/R, D/P), writes D/R' (the raw app's writes are R') and D/P.
 
     `runs[endpoint][app]` lists one LoadResult per round. A ratio is of throughputs: 1.0 means as fast.
     """
@@ -105,7 +140,11 @@ def throughput_summary(runs: Mapping[str, Mapping[str, Sequence[LoadResult]]]) -
             row[f"{app}_p50_ms"] = _rounded(median(r.p50_ms for r in results if r.p50_ms is not None), 2)
             row[f"{app}_errors"] = sum(r.errors for r in results)
         row["d_over_p"] = ratio(row.get("d_rps"), row.get("p_rps"))
-        row["d_over_r"] = ratio(row.get("d_rps"), row.get("r_rps"))
+        if endpoint in READS:
+            row["d_over_ps"] = ratio(row.get("d_rps"), row.get("ps_rps"))
+            row["d_over_r"] = ratio(row.get("d_rps"), row.get("r_rps"))
+        else:  # the raw app's writes are R', the desk's own statements
+            row["d_over_rprime"] = ratio(row.get("d_rps"), row.get("r_rps"))
         out[endpoint] = row
     return out
 
@@ -122,28 +161,19 @@ def growth_ratio(small: Sequence[float], large: Sequence[float]) -> float | None
 def report(
     *,
     throughput: Mapping[str, Any],
-    queries: Mapping[str, int | None],
-    growth: Mapping[str, float | None],
+    sections: Mapping[str, Mapping[str, Any]],
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The object written to var/bench.json: every REQUIRED_KEYS path exists (None when not measured)."""
+    """The object written to var/bench.json, nested: every REQUIRED_KEYS path exists (None when not measured).
+
+    `throughput` is throughput_summary's rows; `sections` the other measured groups (agent_turn, settle,
+    round_trips, growth, memory, ...), merged over the endpoints' rows of the same name."""
     out: dict[str, Any] = {name: dict(row) for name, row in throughput.items()}
-    for endpoint in ("state_get", "context_get", "turn_post", "action_post"):
-        out.setdefault(endpoint, {}).setdefault("d_over_p", None)
-    out["queries"] = {
-        name: queries.get(name) for name in ("state_get", "context_get", "turn_post", "action_post")
-    }
-    out["queries"].update({k: v for k, v in queries.items() if k not in out["queries"]})
-    out["growth"] = {
-        name: growth.get(name)
-        for name in (
-            "context_5000_over_20",
-            "action_300_over_0",
-            "ticket_page_5000_over_20",
-            "queue_100k_over_1k",
-        )
-    }
-    out["growth"].update({k: v for k, v in growth.items() if k not in out["growth"]})
+    for name, values in sections.items():
+        out.setdefault(name, {}).update(values)
+    for key in REQUIRED_KEYS:
+        section, name = key.split(".", 1)
+        out.setdefault(section, {}).setdefault(name, None)
     for key, value in (extra or {}).items():
         out[key] = value
     return out
@@ -167,7 +197,20 @@ def missing_keys(data: Mapping[str, Any]) -> list[str]:
     return missing
 
 
-def _cell(value: Any, suffix: str = "") -> str:
+def unmeasured(data: Mapping[str, Any]) -> list[str]:
+    """The required keys present but None (not measured in this run)."""
+    out = []
+    for key in REQUIRED_KEYS:
+        try:
+            value = lookup(data, key)
+        except (KeyError, TypeError):
+            continue
+        if value is None:
+            out.append(key)
+    return out
+
+
+def cell(value: Any, suffix: str = "") -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -177,7 +220,7 @@ def _cell(value: Any, suffix: str = "") -> str:
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
@@ -189,16 +232,19 @@ def _with_transaction(queries: Mapping[str, int | None], key: str) -> str | int 
 
 
 def throughput_table(summary: Mapping[str, Mapping[str, Any]], queries: Mapping[str, int | None]) -> str:
+    """Requests/s per app, the ratios (reads against PS, writes against R'), p50, ORM queries, errors."""
     header = [
         "endpoint",
         "D req/s",
+        "PS req/s",
         "P req/s",
-        "R req/s",
-        "D/P",
+        "R/R' req/s",
+        "D/PS",
+        "D/R'",
         "D/R",
+        "D/P",
         "D p50 ms",
-        "D queries",
-        "P queries",
+        "D ORM queries",
         "errors",
     ]
     rows = []
@@ -211,13 +257,15 @@ def throughput_table(summary: Mapping[str, Mapping[str, Any]], queries: Mapping[
             [
                 label,
                 row.get("d_rps"),
+                row.get("ps_rps"),
                 row.get("p_rps"),
                 row.get("r_rps"),
-                row.get("d_over_p"),
+                row.get("d_over_ps"),
+                row.get("d_over_rprime"),
                 row.get("d_over_r"),
+                row.get("d_over_p"),
                 row.get("d_p50_ms"),
                 _with_transaction(queries, key),
-                _with_transaction(queries, f"p_{key}"),
                 errors,
             ]
         )

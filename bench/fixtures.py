@@ -1,6 +1,11 @@
 """The bench's fixtures: a scratch database flushed, then T-40118 imported once through the services and
-copied row by row, the long tickets and the write pools inserted with bulk_create, an agent token and a
-supervisor session for the load.
+copied row by row, the long tickets and the write pools inserted with bulk_create, states of 2,000 actions, the
+agents' tickets, an agent token and a supervisor session for the load.
+
+A large state is written as data (every action a copy of one recorded through the services, its id, item and key
+its own), then one more action goes through the services, so whatever the desk keeps per version of the state is
+written by the desk itself; `check_state` then reads it back through the API and refuses a fixture that does not
+answer with every action.
 """
 
 from __future__ import annotations
@@ -35,6 +40,11 @@ TURN_TEXT = (
     "what happens with the refund? I'd rather not wait another week."
 )
 POOL_SIZE = 32  # tickets per app and write endpoint, so 16 connections rarely wait on one ticket's lock
+AGENTS = 16  # concurrent agents in the whole-turn case
+TICKETS_PER_AGENT = (
+    4  # each agent rotates over its own tickets, so a context does not grow by one ticket alone
+)
+BIG_STATE = 2000  # actions in the large states
 
 
 @dataclass
@@ -42,11 +52,15 @@ class Fixtures:
     token: str
     session: str
     read_20: str = "B-READ-20"
-    read_5000: str = "B-READ-5000"
+    read_long: str = "B-READ-LONG"  # `long_turns` turns and BIG_STATE actions
+    long_turns: int = 50_000
+    state_1: str = "B-STATE-1"  # one action
+    state_big: str = "B-STATE-2000"  # BIG_STATE actions
     turn_tickets: dict[str, list[str]] = field(default_factory=dict)
     action_tickets: dict[str, list[str]] = field(default_factory=dict)
     actions_0: list[str] = field(default_factory=list)
-    actions_300: list[str] = field(default_factory=list)
+    actions_big: list[str] = field(default_factory=list)
+    agent_tickets: dict[str, list[list[str]]] = field(default_factory=dict)  # app -> agent -> tickets
 
 
 def _reset() -> None:
@@ -149,20 +163,62 @@ def _long_ticket(source: Ticket, ticket_id: str, turns: int) -> Ticket:
     return ticket
 
 
-def build_fixtures(log: Log) -> tuple[Fixtures, dict[str, Any]]:
+def grow_state(ticket: Ticket, actions: int) -> None:
+    """`actions` actions in the ticket's pinned state: copies of one recorded through the services, then the
+    last one through the services too (so the desk writes what it keeps of the state at that version)."""
+    first = record_action(
+        ticket=ticket, tool="issue_refund", item="grow-0", amount_cents=100, idempotency_key="grow-0"
+    )
+    del first
+    pinned = PinnedState.objects.get(ticket=ticket)
+    data = dict(pinned.data)
+    existing = list(data.get("actions_taken", []))
+    template = existing[-1]
+    start = len(existing)
+    copies = [
+        dict(template, id=f"A{n + 1}", item=f"grow-{n}", idempotency_key=f"grow-{n}")
+        for n in range(start, actions - 1)
+    ]
+    data["actions_taken"] = existing + copies
+    PinnedState.objects.filter(pk=pinned.pk).update(data=data, version=pinned.version + 1)
+    ticket.refresh_from_db()
+    record_action(
+        ticket=ticket,
+        tool="issue_refund",
+        item=f"grow-{actions - 1}",
+        amount_cents=100,
+        idempotency_key=f"grow-{actions - 1}",
+    )
+
+
+def check_state(token: str, ticket_id: str, actions: int) -> None:
+    """The state GET answers with `actions` actions, or the fixture is refused (the bench would measure a lie)."""
+    answer = Client(HTTP_AUTHORIZATION=f"Token {token}").get(f"/api/v1/tickets/{ticket_id}/state/")
+    got = len(answer.json().get("actions_taken", [])) if answer.status_code == 200 else None
+    if got != actions:
+        raise RuntimeError(f"fixture {ticket_id}: the state GET answered {got} actions, not {actions}")
+
+
+def build_fixtures(log: Log, long_turns: int = 50_000) -> tuple[Fixtures, dict[str, Any]]:
     _reset()
     token = create_agent(name="bench-agent")
     supervisor = create_person(username="bench-supervisor", password="bench-only-password", role="supervisor")
     client = Client()
     client.force_login(supervisor)
-    fixtures = Fixtures(token=token, session=client.cookies[settings.SESSION_COOKIE_NAME].value)
+    fixtures = Fixtures(
+        token=token, session=client.cookies[settings.SESSION_COOKIE_NAME].value, long_turns=long_turns
+    )
 
     scenario = json.loads(reference_ticket_path().read_text())
-    log("importing T-40118 (20 turns, through the services) and building a 5,000-turn copy")
+    log(
+        f"importing T-40118 (20 turns, through the services), a copy with {long_turns:,} turns and "
+        f"{BIG_STATE:,} actions"
+    )
     doc = dict(scenario, ticket_id=fixtures.read_20, turns=scenario["turns"][:20])
     import_ticket(ImportTicket.model_validate(doc))
     read_20 = Ticket.objects.get(ticket_id=fixtures.read_20)
-    _long_ticket(read_20, fixtures.read_5000, 5000)
+    long = _long_ticket(read_20, fixtures.read_long, long_turns)
+    grow_state(long, BIG_STATE)
 
     # Writes: a class whose threshold is never reached, so turn POSTs measure the not-due path.
     roomy = TicketClass.objects.create(
@@ -171,22 +227,31 @@ def build_fixtures(log: Log) -> tuple[Fixtures, dict[str, Any]]:
     for app in ("d", "p", "r", "m"):
         fixtures.turn_tickets[app] = [f"B-TURN-{app}-{i}" for i in range(POOL_SIZE)]
         fixtures.action_tickets[app] = [f"B-ACT-{app}-{i}" for i in range(POOL_SIZE)]
+    for app in ("d", "r"):
+        fixtures.agent_tickets[app] = [
+            [f"B-AGENT-{app}-{a}-{t}" for t in range(TICKETS_PER_AGENT)] for a in range(AGENTS)
+        ]
     opened = [
         tid for ids in (*fixtures.turn_tickets.values(), *fixtures.action_tickets.values()) for tid in ids
     ]
+    opened += [tid for agents in fixtures.agent_tickets.values() for mine in agents for tid in mine]
     fixtures.actions_0 = [f"B-A0-{i}" for i in range(4)]
     for tid in [*opened, *fixtures.actions_0]:
         open_ticket(ticket_id=tid, order_id="SU-B", seller_type="marketplace", ticket_class=roomy)
 
-    log("recording 300 actions through the services on one ticket, then copying it")
-    source = open_ticket(ticket_id="B-A300-0", order_id="SU-B", seller_type="marketplace", ticket_class=roomy)
-    for i in range(300):
-        record_action(
-            ticket=source, tool="issue_refund", item=f"item-{i}", amount_cents=100, idempotency_key=f"k{i}"
-        )
-    fixtures.actions_300 = ["B-A300-0"] + [
-        _clone_ticket(source, f"B-A300-{i}").ticket_id for i in range(1, 4)
-    ]
+    log(f"states of 1 and {BIG_STATE:,} actions, and copies of the large one for the action POSTs")
+    one = open_ticket(
+        ticket_id=fixtures.state_1, order_id="SU-B", seller_type="marketplace", ticket_class=roomy
+    )
+    record_action(ticket=one, tool="issue_refund", item="only", amount_cents=100, idempotency_key="only")
+    big = open_ticket(
+        ticket_id=fixtures.state_big, order_id="SU-B", seller_type="marketplace", ticket_class=roomy
+    )
+    grow_state(big, BIG_STATE)
+    fixtures.actions_big = [_clone_ticket(big, f"B-ABIG-{i}").ticket_id for i in range(4)]
+    check_state(token, fixtures.state_1, 1)
+    check_state(token, fixtures.state_big, BIG_STATE)
+    check_state(token, fixtures.actions_big[-1], BIG_STATE)
     return fixtures, {"t40118": _state_token_savings(scenario)}
 
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.figures import LoadResult, parse_wrk
+from bench.figures import LoadResult, letters, parse_wrk
 
 
 @dataclass(frozen=True)
@@ -57,13 +57,23 @@ local header_templates = {{{content_type} {headers}}}
 local body_template = {_lua_string(plan.body)}
 local counter = 0
 local threads = 0
+-- The counter in letters between two q's (bench.agents.letters): as an item, the desk's identity would drop a
+-- number of four digits (an order reference), and item-x-1000 and item-x-1001 would be one item, refused.
+local function letters(n)
+  local s = ""
+  repeat
+    s = string.char(97 + n % 26) .. s
+    n = math.floor(n / 26)
+  until n == 0
+  return "q" .. s .. "q"
+end
 function setup(thread)
   thread:set("tid", threads)
   threads = threads + 1
 end
 function request()
   counter = counter + 1
-  local u = {_lua_string(prefix)} .. "-" .. tostring(tid) .. "-" .. tostring(counter)
+  local u = {_lua_string(prefix)} .. "-" .. tostring(tid) .. "-" .. letters(counter)
   local path = paths[((counter + tid * 7) % #paths) + 1]
   local headers = {{}}
   for k, v in pairs(header_templates) do
@@ -120,7 +130,7 @@ def run_python(*, port: int, plan: Plan, seconds: float, connections: int, prefi
         bad = 0
         while time.perf_counter() < deadline:
             n = next(counter)
-            method, path, headers, body = plan.request(f"{prefix}-py-{n}", n)
+            method, path, headers, body = plan.request(f"{prefix}-py-{letters(n)}", n)
             started = time.perf_counter()
             try:
                 conn.request(method, path, body=body or None, headers=headers)

@@ -1,22 +1,19 @@
-"""What the bench measures: the load plans per app, query counts per request, tokenizer speed, interleaved
-throughput rounds, latency growth with the ticket's length and the queue's growth with its size.
+"""What the bench measures: the load plans per app, ORM query counts and wire round trips per request,
+tokenizer speed, interleaved throughput rounds (the growth cases are in bench/growth.py, the agents in
+bench/agents.py).
 """
 
 from __future__ import annotations
 
-import html
 import http.client
 import json
-import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext, override_settings
@@ -25,11 +22,9 @@ from bench import figures
 from bench.fixtures import TURN_TEXT, Fixtures, Log
 from bench.load import Client as HTTPClient
 from bench.load import Plan, run_load
-from compaction.models import CompactionEvent
+from bench.wire import WireCounter
 from core.tokens import count_text, get_encoding
-from core.vocabulary import CompactionStatus
 from desk.demo import reference_ticket_path
-from tickets.models import PinnedState, Ticket, TicketClass
 
 
 @dataclass
@@ -38,36 +33,60 @@ class Options:
     rounds: int = 3
     connections: int = 16
     growth_samples: int = 15
-    queue_tickets: int = 100_000
-    connection_modes: bool = True
+    queue_tickets: int = 1_000_000
+    long_turns: int = 50_000
+    agent_seconds: float = 5.0
+    mix_requests: int = 10_000
+    connection_modes: bool = False
     output: Path = Path("var/bench.json")
+    quick: bool = False
+
+    @classmethod
+    def quick_run(cls, output: Path = Path("var/bench.json")) -> Options:
+        """--quick: one round of 1 s per cell, small fixtures; for developing the bench, not for figures."""
+        return cls(
+            seconds=1.0,
+            rounds=1,
+            growth_samples=5,
+            queue_tickets=10_000,
+            long_turns=5_000,
+            agent_seconds=2.0,
+            mix_requests=1_000,
+            output=output,
+            quick=True,
+        )
+
+
+BASES = {"d": "/api/v1/tickets", "ps": "/ps/tickets", "p": "/plain/tickets", "r": "/api/v1/tickets"}
 
 
 def _plans(fixtures: Fixtures, app: str, prefix: str) -> dict[str, Plan]:
-    """The five load plans for one app (`app` picks the write tickets; the paths follow the app)."""
-    base = "/plain/tickets" if app == "p" else "/api/v1/tickets"
+    """The load plans of one app: PS has the reads only (`app` also picks the write tickets)."""
+    base = BASES.get(app, BASES["d"])  # the connection-mode servers (m_*) are the desk
     auth = {"Authorization": f"Token {fixtures.token}"}
     action_body = json.dumps(
         {"tool": "issue_refund", "item": "item-{u}", "amount_cents": 100, "args": {"order": "SU-B"}}
     )
     pool = "m" if app.startswith("m") else app
-    return {
+    plans = {
         "state_get": Plan("GET", (f"{base}/{fixtures.read_20}/state/",), auth),
         "context_get": Plan("GET", (f"{base}/{fixtures.read_20}/context/",), auth),
-        "context_get_5000": Plan("GET", (f"{base}/{fixtures.read_5000}/context/",), auth),
-        "turn_post": Plan(
-            "POST",
-            tuple(f"{base}/{t}/turns/" for t in fixtures.turn_tickets[pool]),
-            auth,
-            json.dumps({"role": "customer", "content": TURN_TEXT}),
-        ),
-        "action_post": Plan(
-            "POST",
-            tuple(f"{base}/{t}/actions/" for t in fixtures.action_tickets[pool]),
-            {**auth, "Idempotency-Key": "{u}"},
-            action_body,
-        ),
     }
+    if app == "ps":
+        return plans
+    plans["turn_post"] = Plan(
+        "POST",
+        tuple(f"{base}/{t}/turns/" for t in fixtures.turn_tickets[pool]),
+        auth,
+        json.dumps({"role": "customer", "content": TURN_TEXT}),
+    )
+    plans["action_post"] = Plan(
+        "POST",
+        tuple(f"{base}/{t}/actions/" for t in fixtures.action_tickets[pool]),
+        {**auth, "Idempotency-Key": "{u}"},
+        action_body,
+    )
+    return plans
 
 
 TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
@@ -79,7 +98,7 @@ def count_queries(fixtures: Fixtures) -> dict[str, int | None]:
     which Django records too and every transactional write, the plain view's included, pays."""
     counts: dict[str, int | None] = {}
     client = Client(HTTP_AUTHORIZATION=f"Token {fixtures.token}")
-    for app, urlconf in (("d", "sundry.urls"), ("p", "bench.urls")):
+    for app, urlconf in (("d", "sundry.urls"), ("ps", "bench.urls"), ("p", "bench.urls")):
         plans = _plans(fixtures, app, f"q{app}")
         with override_settings(ROOT_URLCONF=urlconf):
             for name, plan in plans.items():
@@ -92,7 +111,7 @@ def count_queries(fixtures: Fixtures) -> dict[str, int | None]:
                         )
                     if response.status_code >= 400:
                         raise RuntimeError(f"{app} {name}: {response.status_code} {response.content[:300]!r}")
-                key = name if app == "d" else f"p_{name}"
+                key = name if app == "d" else f"{app}_{name}"
                 control = sum(q["sql"].startswith(TRANSACTION_CONTROL) for q in queries.captured_queries)
                 counts[key] = len(queries) - control
                 counts[f"{key}_transaction"] = control
@@ -126,10 +145,9 @@ def check_answers(fixtures: Fixtures, ports: dict[str, int], endpoints: tuple[st
     for app, port in ports.items():
         client = HTTPClient(port)
         try:
-            for endpoint in endpoints:
-                method, path, headers, body = _plans(fixtures, app, f"check-{app}")[endpoint].request(
-                    f"check-{app}-{endpoint}", 0
-                )
+            plans = _plans(fixtures, app, f"check-{app}")
+            for endpoint in (e for e in endpoints if e in plans):
+                method, path, headers, body = plans[endpoint].request(f"check-{app}-{endpoint}", 0)
                 _, status = client.timed(method, path, headers, body)
                 if not 200 <= status < 300:
                     raise RuntimeError(f"{app} {endpoint}: {method} {path} answered {status}, not 2xx")
@@ -146,11 +164,13 @@ def throughput(
     label: str,
 ) -> dict[str, dict[str, list[figures.LoadResult]]]:
     """Rounds of every (endpoint, app), the app order rotated each round; a 1-second warm-up first."""
-    runs: dict[str, dict[str, list[figures.LoadResult]]] = {e: {a: [] for a in ports} for e in endpoints}
+    runs: dict[str, dict[str, list[figures.LoadResult]]] = {
+        e: {a: [] for a in ports if e in _plans(fixtures, a, "x")} for e in endpoints
+    }
     check_answers(fixtures, ports, endpoints)
     apps = list(ports)
     for app in apps:
-        for endpoint in endpoints:
+        for endpoint in (e for e in endpoints if app in runs[e]):
             plan = _plans(fixtures, app, f"{label}-warm-{app}")[endpoint]
             run_load(
                 port=ports[app],
@@ -162,7 +182,7 @@ def throughput(
     for round_number in range(options.rounds):
         order = apps[round_number % len(apps) :] + apps[: round_number % len(apps)]
         for endpoint in endpoints:
-            for app in order:
+            for app in (a for a in order if a in runs[endpoint]):
                 prefix = f"{label}-{round_number}-{app}"
                 result = run_load(
                     port=ports[app],
@@ -179,186 +199,48 @@ def throughput(
     return runs
 
 
-def _sequential(
-    client: HTTPClient,
-    cases: dict[str, Callable[[int], tuple[str, str, dict[str, str], bytes]]],
-    samples: int,
-) -> dict[str, list[float]]:
-    """Each case once to warm up, then `samples` rounds, the cases interleaved: seconds per request."""
-    timings: dict[str, list[float]] = {name: [] for name in cases}
-    for n in range(samples + 1):
-        for name, make in cases.items():
-            method, path, headers, body = make(n)
-            elapsed, status = client.timed(method, path, headers, body)
-            if not 200 <= status < 300:
-                raise RuntimeError(f"{name}: {method} {path} answered {status}")
-            if n:
-                timings[name].append(elapsed)
-    return timings
-
-
-def growth(
-    fixtures: Fixtures, port: int, options: Options, log: Log
-) -> tuple[dict[str, float | None], dict[str, Any]]:
-    client = HTTPClient(port)
+def round_trips(fixtures: Fixtures, port: int, wire: WireCounter, samples: int = 5) -> dict[str, Any]:
+    """Round trips and statements on the wire per request (median of `samples` after one to warm up), the
+    desk's server alone behind the counter with one worker, one request at a time (health checks included)."""
     auth = {"Authorization": f"Token {fixtures.token}"}
-    page = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={fixtures.session}"}
-    samples = options.growth_samples
-    detail: dict[str, Any] = {}
+    json_type = {"Content-Type": "application/json"}
+    ticket = fixtures.action_tickets["d"][0]
+    base = f"/api/v1/tickets/{ticket}"
+    turn_body = json.dumps({"role": "customer", "content": TURN_TEXT}).encode()
 
-    def get(path: str, headers: dict[str, str]) -> Callable[[int], tuple[str, str, dict[str, str], bytes]]:
-        return lambda n: ("GET", path, headers, b"")
+    def action(n: int, intended: bool) -> tuple[str, str, dict[str, str], bytes]:
+        body = {"tool": "issue_refund", "item": f"wire-{intended}-{n}", "amount_cents": 100}
+        if intended:
+            body["status"] = "intended"
+        headers = {**auth, **json_type, "Idempotency-Key": f"wire-{intended}-{n}"}
+        return "POST", f"{base}/actions/", headers, json.dumps(body).encode()
 
-    def action(tickets: list[str]) -> Callable[[int], tuple[str, str, dict[str, str], bytes]]:
-        def make(n: int) -> tuple[str, str, dict[str, str], bytes]:
-            body = json.dumps({"tool": "issue_refund", "item": f"grow-{n}", "amount_cents": 100}).encode()
-            headers = {**auth, "Idempotency-Key": f"grow-{n}", "Content-Type": "application/json"}
-            return "POST", f"/api/v1/tickets/{tickets[n % len(tickets)]}/actions/", headers, body
+    trips: dict[str, list[int]] = {}
+    statements: dict[str, list[int]] = {}
 
-        return make
+    def measure(name: str, method: str, path: str, headers: dict[str, str], body: bytes) -> bytes:
+        before = wire.snapshot()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request(method, path, body=body or None, headers=headers)
+        response = conn.getresponse()
+        answer = response.read()
+        conn.close()
+        if not 200 <= response.status < 300:
+            raise RuntimeError(f"round trips: {name} answered {response.status} {answer[:200]!r}")
+        after = wire.snapshot().minus(before)
+        trips.setdefault(name, []).append(after.round_trips)
+        statements.setdefault(name, []).append(after.statements)
+        return answer
 
-    log("growth: context GET at 20 and 5,000 turns, action POST at 0 and 300 actions, ticket page")
-    timings = _sequential(
-        client,
-        {
-            "context_20": get(f"/api/v1/tickets/{fixtures.read_20}/context/", auth),
-            "context_5000": get(f"/api/v1/tickets/{fixtures.read_5000}/context/", auth),
-            "action_0": action(fixtures.actions_0),
-            "action_300": action(fixtures.actions_300),
-        },
-        samples * 2,
-    )
-    timings.update(
-        _sequential(
-            client,
-            {
-                "ticket_page_20": get(f"/tickets/{fixtures.read_20}/", page),
-                "ticket_page_5000": get(f"/tickets/{fixtures.read_5000}/", page),
-            },
-            samples,
-        )
-    )
-    out = {
-        "context_5000_over_20": figures.growth_ratio(timings["context_20"], timings["context_5000"]),
-        "action_300_over_0": figures.growth_ratio(timings["action_0"], timings["action_300"]),
-        "ticket_page_5000_over_20": figures.growth_ratio(
-            timings["ticket_page_20"], timings["ticket_page_5000"]
-        ),
-    }
-    detail.update({f"{name}_ms": _ms(values) for name, values in timings.items()})
-
-    queue = _queue_growth(client, page, options, log)
-    out.update(queue[0])
-    detail.update(queue[1])
-    client.close()
-    return out, detail
-
-
-def _ms(values: list[float]) -> float | None:
-    found = figures.median(values)
-    return None if found is None else round(found * 1000, 2)
-
-
-def _fill_queue(total: int, log: Log) -> None:
-    """Tickets up to `total` (bulk), each with a pinned state; one in a hundred with a compaction event."""
-    klass, _ = TicketClass.objects.get_or_create(
-        slug="bench-queue", defaults={"token_budget": 8000, "compaction_threshold": 0.8}
-    )
-    start = Ticket.objects.count()
-    batch = 5000
-    for first in range(start, total, batch):
-        tickets = Ticket.objects.bulk_create(
-            Ticket(
-                ticket_id=f"Q-{i:07d}",
-                order_id=f"SU-{i:07d}",
-                seller_type="marketplace",
-                ticket_class=klass,
-                system_prompt="p",
-                system_prompt_tokens=5,
-                context_tokens=(i * 7919) % 9000,
-                turn_count=i % 60,
-            )
-            for i in range(first, min(first + batch, total))
-        )
-        PinnedState.objects.bulk_create(PinnedState(ticket=t, data={}) for t in tickets)
-        CompactionEvent.objects.bulk_create(
-            CompactionEvent(
-                ticket=t,
-                number=1,
-                at_turn=1,
-                status=CompactionStatus.FAILED if n % 5 == 0 else CompactionStatus.APPLIED,
-                first_replaced_turn=1,
-                last_replaced_turn=1,
-                tokens_before=7000,
-                tokens_after=1000,
-                threshold_tokens=6400,
-                coverage_missing_count=0 if n % 5 == 0 else 1,
-            )
-            for n, t in enumerate(tickets[::100])
-        )
-        if (first // batch) % 4 == 3:
-            log(f"  {min(first + batch, total):,}/{total:,} tickets")
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")  # fresh planner statistics, as autovacuum would give a real queue
-
-
-def _queue_growth(
-    client: HTTPClient, page: dict[str, str], options: Options, log: Log
-) -> tuple[dict[str, float | None], dict[str, Any]]:
-    """The queue's first page, page 20, its last page and two filtered first pages at 1,000 tickets, then again
-    at `queue_tickets`.
-
-    The pages are keyset pages: page 20 is reached by following the "Older" link 19 times from the
-    first page, the last page by the "Last" link, as a supervisor would.
-    """
-
-    def older_link(path: str) -> str:
-        conn = http.client.HTTPConnection("127.0.0.1", client.port, timeout=30)
-        try:
-            conn.request("GET", path, headers=page)
-            response = conn.getresponse()
-            body = response.read().decode()
-        finally:
-            conn.close()
-        found = re.search(r'<a href="([^"]*)"[^>]*data-page="older"', body)
-        if response.status != 200 or found is None:
-            raise RuntimeError(f"queue: {path} answered {response.status} without an Older link")
-        href = html.unescape(found[1])
-        return href if href.startswith("/") else "/" + href
-
-    timings: dict[str, list[float]] = {}
-    for total in (1000, options.queue_tickets):
-        log(f"queue: filling to {total:,} tickets")
-        _fill_queue(total, log)
-        page_20 = "/"
-        for _ in range(19):
-            page_20 = older_link(page_20)
-        measured = _sequential(
-            client,
-            {
-                f"queue_{total}_first": lambda n: ("GET", "/", page, b""),
-                f"queue_{total}_page_20": lambda n, path=page_20: ("GET", path, page, b""),  # type: ignore[misc]
-                f"queue_{total}_last": lambda n: ("GET", "/?last=1", page, b""),
-                # Filtered: a flag one ticket in a hundred has, and one no ticket has (the page cannot stop early).
-                f"queue_{total}_unreviewed": lambda n: ("GET", "/?flags=needs_review", page, b""),
-                f"queue_{total}_state_full": lambda n: ("GET", "/?flags=state_over_threshold", page, b""),
-            },
-            options.growth_samples,
-        )
-        timings.update(measured)
-    big = options.queue_tickets
-    ratios = {
-        "first": figures.growth_ratio(timings["queue_1000_first"], timings[f"queue_{big}_first"]),
-        "page_20": figures.growth_ratio(timings["queue_1000_page_20"], timings[f"queue_{big}_page_20"]),
-        "last": figures.growth_ratio(timings["queue_1000_last"], timings[f"queue_{big}_last"]),
-        "unreviewed": figures.growth_ratio(
-            timings["queue_1000_unreviewed"], timings[f"queue_{big}_unreviewed"]
-        ),
-        "state_full": figures.growth_ratio(
-            timings["queue_1000_state_full"], timings[f"queue_{big}_state_full"]
-        ),
-    }
-    worst = max((r for r in ratios.values() if r is not None), default=None)
-    detail: dict[str, Any] = {f"{name}_ms": _ms(values) for name, values in timings.items()}
-    detail["queue_ratios"] = ratios
-    return {"queue_100k_over_1k": worst}, detail
+    for n in range(samples + 1):
+        measure("state_get", "GET", f"/api/v1/tickets/{fixtures.read_20}/state/", auth, b"")
+        measure("context_get", "GET", f"/api/v1/tickets/{fixtures.read_20}/context/", auth, b"")
+        measure("turn_post", "POST", f"{base}/turns/", {**auth, **json_type}, turn_body)
+        measure("action_post", *action(n, False))
+        intent = json.loads(measure("intent_post", *action(n, True)))
+        settle = json.dumps({"status": "succeeded"}).encode()
+        measure("settle", "PATCH", f"{base}/actions/{intent['action']['id']}/", {**auth, **json_type}, settle)
+    # The first of each kind warmed the worker (its connection opened, its compiled reads built): left out.
+    out: dict[str, Any] = {name: figures.median(values[1:]) for name, values in trips.items()}
+    out["statements"] = {name: figures.median(values[1:]) for name, values in statements.items()}
+    return out

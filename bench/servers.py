@@ -17,11 +17,26 @@ from pathlib import Path
 
 from django.conf import settings
 
+_taken: set[int] = set()
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+
+def free_port() -> int:
+    """A free loopback port: from BENCH_PORTS (`9400-9449`) when set, each handed out once per run; else any."""
+    wanted = os.environ.get("BENCH_PORTS", "").strip()
+    candidates: list[int] = [0]
+    if wanted:
+        low, _, high = wanted.partition("-")
+        candidates = [p for p in range(int(low), int(high or low) + 1) if p not in _taken]
+    for port in candidates:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            found = int(s.getsockname()[1])
+        _taken.add(found)
+        return found
+    raise RuntimeError(f"no free port in BENCH_PORTS={wanted}")
 
 
 @dataclass
@@ -60,8 +75,8 @@ def server_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def start_server(name: str, app: str, env: dict[str, str]) -> Server:
-    port = _free_port()
+def start_server(name: str, app: str, env: dict[str, str], workers: int = 2) -> Server:
+    port = free_port()
     process = subprocess.Popen(
         [
             sys.executable,
@@ -69,7 +84,7 @@ def start_server(name: str, app: str, env: dict[str, str]) -> Server:
             "gunicorn",
             app,
             "--workers",
-            "2",
+            str(workers),
             "--worker-class",
             "sync",
             "--bind",
@@ -100,11 +115,11 @@ def start_server(name: str, app: str, env: dict[str, str]) -> Server:
 
 
 @contextmanager
-def servers(specs: dict[str, tuple[str, dict[str, str]]]) -> Iterator[dict[str, Server]]:
+def servers(specs: dict[str, tuple[str, dict[str, str]]], workers: int = 2) -> Iterator[dict[str, Server]]:
     started: dict[str, Server] = {}
     try:
         for name, (app, env) in specs.items():
-            started[name] = start_server(name, app, env)
+            started[name] = start_server(name, app, env, workers)
         yield started
     finally:
         for server in started.values():
@@ -114,6 +129,28 @@ def servers(specs: dict[str, tuple[str, dict[str, str]]]) -> Iterator[dict[str, 
                 server.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 server.process.kill()
+
+
+def worker_rss_kb(server: Server) -> list[int]:
+    """VmRSS of each of the server's gunicorn workers (the master's children), in kB, from /proc."""
+    sizes = []
+    for pid in _children(server.process.pid):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                sizes.append(int(line.split()[1]))
+    return sorted(sizes)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text() if (task / "children").exists() else ""
+        found += [int(p) for p in text.split()]
+    return found
 
 
 def raw_dsn() -> str:

