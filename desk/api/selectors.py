@@ -43,6 +43,9 @@ TICKET_BY_ID = CompiledRead(
 STATE_BY_TICKET_ID = CompiledRead(
     lambda ticket_id: (
         PinnedState.objects.select_related("ticket__ticket_class")
+        # The items are not read: the agent-facing state is the stored one (agent_data), or, when none of
+        # this version is stored, built from `data`, read then (one more query).
+        .defer("data")
         .order_by()
         .filter(ticket__ticket_id=ticket_id)[:2]
     ),
@@ -60,7 +63,8 @@ def ticket_by_id(ticket_id: str) -> Ticket:
 
 
 def pinned_state_by_ticket_id(ticket_id: str) -> PinnedState:
-    """The pinned state with its ticket (one query), or TicketNotFound."""
+    """The pinned state with its ticket and its stored agent-facing state, not its items (one query), or
+    TicketNotFound."""
     _check_ticket_id(ticket_id)
     try:
         return STATE_BY_TICKET_ID.get(ticket_id)
