@@ -95,14 +95,14 @@ def test_ticket_detail_and_compactions_cost_a_constant_number_of_queries(
 # The write paths, counted as production runs them: each request's atomic block is the outermost (these
 # tests run on a committed database, so no test transaction adds a savepoint around it).
 # The token is cached after the first request (tickets.accounts.TokenCache): no write reads it again.
-# turn: the ticket, the ticket's row lock, the insert, the ticket's figures.
+# turn: the ticket, the row locked and numbered by the update that moves its figures (RETURNING), the insert.
 # action: the ticket, the state and ticket rows locked with the key's first answer, the state,
 # the audit row, the ticket's figures, the key's answer (+1 on PostgreSQL: the advisory lock that answers a
 # duplicate key still in flight with 409 at once).
 # state: the ticket, the rows locked, the state, the audit row, the ticket's figures.
 # Each also sends BEGIN and COMMIT, which Django records as statements of their own.
 TRANSACTION = 2
-TURN_POST_QUERIES = 4 + TRANSACTION
+TURN_POST_QUERIES = 3 + TRANSACTION
 ACTION_POST_QUERIES = 6 + (1 if connection.vendor == "postgresql" else 0) + TRANSACTION
 STATE_POST_QUERIES = 5 + TRANSACTION
 
