@@ -66,7 +66,7 @@ def test_ticket_export_holds_state_turns_events_reviews_and_changes(sam: Client,
     response = sam.get(f"/tickets/{ticket.ticket_id}/export.json")
     assert response.status_code == 200 and "T-40118.json" in response["Content-Disposition"]
     assert response.streaming
-    doc = json.loads(b"".join(response.streaming_content))
+    doc = json.loads(response.getvalue())  # the streamed chunks, joined
     assert doc["format"] == "sundry-ticket-export/2"
     assert doc["state"]["refunded_cents_total"] == 4000
     assert len(doc["turns"]) == 26 and doc["turns"][21]["threshold_tokens"] == 6400
@@ -102,13 +102,14 @@ def test_the_streamed_export_is_the_document_json_response_wrote(sam: Client, sc
         one = Ticket.objects.select_related("ticket_class", "pinned_state").get(pk=one.pk)
         held = {k: list(v) if isinstance(v, export.Rows) else v for k, v in export.ticket_export(one).items()}
         expected = JsonResponse(held, json_dumps_params={"indent": 2}).content
-        streamed = b"".join(sam.get(f"/tickets/{one.ticket_id}/export.json").streaming_content)
+        streamed = sam.get(f"/tickets/{one.ticket_id}/export.json").getvalue()
         assert streamed == expected
     assert b'"compactions": []' in streamed and b'"turns": []' in streamed
     with CaptureQueriesContext(connection) as queries, pytest.MonkeyPatch.context() as patch:
         patch.setattr(export, "BATCH", 5)
         patch.setattr(export, "CHUNK_BYTES", 100)
-        chunks = list(sam.get(f"/tickets/{ticket.ticket_id}/export.json").streaming_content)
+        response: Any = sam.get(f"/tickets/{ticket.ticket_id}/export.json")
+        chunks = list(response.streaming_content)
     assert len(chunks) > 10 and json.loads(b"".join(chunks))["turns"][25]["number"] == 26
     # One statement per list, fetched in batches (a cursor's fetchmany; a server-side cursor on PostgreSQL).
     turn_reads = [q["sql"] for q in queries.captured_queries if 'FROM "tickets_turn"' in q["sql"]]
