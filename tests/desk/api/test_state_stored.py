@@ -172,3 +172,18 @@ def test_the_migration_stores_the_states_already_there(busy: Ticket) -> None:
     PinnedState.objects.update(agent_data=None)
     migration.fill_agent_data(apps, None)
     assert PinnedState.objects.get(ticket=busy).agent_data == validated(busy)
+
+
+def test_the_ticket_detail_reads_neither_the_items_nor_the_stored_state(
+    agent: APIClient, busy: Ticket
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    change_state(ticket=busy, op="decision_made", text="Keep the lamp")
+    with CaptureQueriesContext(connection) as queries:
+        body = agent.get(url(busy)).json()
+    assert body["state_version"] == version_of(busy)
+    state_reads = [q["sql"] for q in queries.captured_queries if 'FROM "tickets_pinnedstate"' in q["sql"]]
+    assert state_reads
+    assert all('"tickets_pinnedstate"."data"' not in sql and "agent_data" not in sql for sql in state_reads)
