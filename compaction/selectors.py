@@ -69,7 +69,9 @@ class ActiveSummary:
 def context_tickets() -> QuerySet[Ticket]:
     """All tickets with_active_summary(), built once per process: filtering it clones the annotated query
     instead of resolving its subqueries again on every context read."""
-    return with_active_summary(Ticket.objects.order_by())
+    # The state's items are not read: the context serves the stored agent-facing state (PinnedState.agent_data),
+    # and reads `data` (one more query) only for a state with none of its version stored.
+    return with_active_summary(Ticket.objects.order_by()).defer("pinned_state__data")
 
 
 # The agent's context read, compiled once per process (it runs on every turn): the ticket by its id with

@@ -186,15 +186,18 @@ TEMPLATES = [
     },
 ]
 
-# Connections: kept open between requests and checked before reuse (CONN_MAX_AGE + CONN_HEALTH_CHECKS),
-# the default chosen by `make bench` against a connection per request and Django's PostgreSQL pool (README,
-# "Benchmarks"). DATABASE_POOL=1 uses the pool instead (psycopg_pool: pip install 'psycopg-pool==3.3.3').
+# Connections: kept open between requests (CONN_MAX_AGE), the default chosen by `make bench` against a
+# connection per request and Django's PostgreSQL pool (README, "Benchmarks"). No health check by default: it is
+# a `SELECT 1` round trip before every request's first query, and a connection that failed is closed by Django
+# at the end of the request that saw the error anyway (the next request opens a new one); turn it on with
+# DATABASE_CONN_HEALTH_CHECKS=1 where idle connections are cut by something between (README, "Configuration").
+# DATABASE_POOL=1 uses the pool instead (psycopg_pool: pip install 'psycopg-pool==3.3.3').
 DATABASE_POOL = env_bool("DATABASE_POOL", False)
 DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'sundry.sqlite3'}"),
         conn_max_age=0 if DATABASE_POOL else env_int("DATABASE_CONN_MAX_AGE", 600),
-        conn_health_checks=env_bool("DATABASE_CONN_HEALTH_CHECKS", True),
+        conn_health_checks=env_bool("DATABASE_CONN_HEALTH_CHECKS", False),
     )
 }
 if DATABASE_POOL:
@@ -240,6 +243,12 @@ SUNDRY_API_AUTH_FAILURE_LIMIT = env_int("SUNDRY_API_AUTH_FAILURE_LIMIT", 20)
 SUNDRY_API_AUTH_COOLOFF_SECONDS = env_int("SUNDRY_API_AUTH_COOLOFF_SECONDS", 300)
 # How many proxies in front of the desk append to X-Forwarded-For (0: use the connection's address).
 SUNDRY_TRUSTED_PROXIES = env_int("SUNDRY_TRUSTED_PROXIES", 0)
+# A live token, its user and roles are kept this many seconds per process, keyed by the key's digest: a request
+# within it reads no token row. A revoked token (or a deactivated user) is refused within this many seconds by
+# every worker; 0 reads the row on every request.
+SUNDRY_AUTH_CACHE_SECONDS = env_float("SUNDRY_AUTH_CACHE_SECONDS", 5.0)
+if SUNDRY_AUTH_CACHE_SECONDS < 0:
+    raise ImproperlyConfigured("SUNDRY_AUTH_CACHE_SECONDS must be 0 or a positive number of seconds")
 
 # The importer's limits: a larger file, or a document nested deeper, is refused with a clear error.
 SUNDRY_IMPORT_MAX_BYTES = env_int("SUNDRY_IMPORT_MAX_BYTES", 64 * 1024 * 1024)

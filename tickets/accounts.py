@@ -8,17 +8,20 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import transaction
-from django.db.models import CharField, Exists, OuterRef, StringAgg, Subquery, Value
+from django.db.models import CharField, Exists, OuterRef, QuerySet, StringAgg, Subquery, Value
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from tickets.compiled_reads import CompiledRead
 from tickets.models import AgentToken, TicketClass
 
 AGENT = "agent"
@@ -135,13 +138,7 @@ def known_token_prefix(key: str) -> bool:
     return AgentToken.objects.filter(prefix=key[:TOKEN_PREFIX_LENGTH]).exists()
 
 
-def authenticate_agent_token(*, key: str) -> AuthenticatedAgent | None:
-    """The live token for a key and its user's roles, in one query; None for anything else.
-
-    Roles are attached to the user so roles_of needs no query. last_used_at is written at most once a minute.
-    """
-    if not TOKEN_PREFIX_LENGTH < len(key) <= TOKEN_MAX_LENGTH:
-        return None
+def _live_token(prefix: str) -> QuerySet[AgentToken]:
     has_role = {
         f"has_{role}": Exists(
             User.groups.through.objects.filter(user_id=OuterRef("user_id"), group__name=role)
@@ -156,13 +153,75 @@ def authenticate_agent_token(*, key: str) -> AuthenticatedAgent | None:
         .annotate(ids=StringAgg(Cast("ticketclass_id", CharField()), delimiter=Value(",")))
         .values("ids")  # type: ignore[misc]  # the stubs do not see the annotation on a through model
     )
-    token = (
+    return (
         AgentToken.objects.select_related("user")
-        .filter(prefix=key[:TOKEN_PREFIX_LENGTH], revoked_at__isnull=True, user__is_active=True)
+        .filter(prefix=prefix, revoked_at__isnull=True, user__is_active=True)
         .annotate(**has_role, scope_ids=Subquery(scope, output_field=CharField()))
-        .first()
+        .order_by()[:1]
     )
-    if token is None or not hmac.compare_digest(token.digest, token_digest(key)):
+
+
+# Every API request reads it: compiled once per process (tickets.compiled_reads), run with the key's prefix.
+LIVE_TOKEN = CompiledRead(_live_token, str)
+
+
+class TokenCache:
+    """Live tokens this process authenticated lately, by the SHA-256 of the key, for `seconds`
+    (settings.SUNDRY_AUTH_CACHE_SECONDS): a request within them reads nothing. A token revoked, or a user
+    deactivated, in another process is refused here once its entry is older than that; a change this process
+    makes (revoke_agent_tokens, a save of a token, a user or their groups) empties the cache at once.
+
+    `clock` is what tells the time (monotonic seconds): tests set it instead of sleeping.
+    """
+
+    MAX_ENTRIES = 10_000
+
+    def __init__(self) -> None:
+        self.clock: Callable[[], float] = time.monotonic
+        self._entries: dict[str, tuple[float, AuthenticatedAgent]] = {}
+
+    def get(self, digest: str) -> AuthenticatedAgent | None:
+        found = self._entries.get(digest)
+        if found is None:
+            return None
+        if self.clock() >= found[0]:
+            self._entries.pop(digest, None)
+            return None
+        return found[1]
+
+    def put(self, digest: str, agent: AuthenticatedAgent) -> None:
+        seconds = float(getattr(settings, "SUNDRY_AUTH_CACHE_SECONDS", 0) or 0)
+        if seconds <= 0:
+            return
+        if len(self._entries) >= self.MAX_ENTRIES:
+            self._entries.clear()  # a flood of distinct live keys: start again rather than grow
+        self._entries[digest] = (self.clock() + seconds, agent)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+TOKEN_CACHE = TokenCache()
+
+
+def authenticate_agent_token(*, key: str) -> AuthenticatedAgent | None:
+    """The live token for a key and its user's roles: from this process's TokenCache when it authenticated the
+    key within SUNDRY_AUTH_CACHE_SECONDS (no query), else in one compiled query; None for anything else.
+
+    Roles are attached to the user so roles_of needs no query. last_used_at is written at most once a minute.
+    """
+    if not TOKEN_PREFIX_LENGTH < len(key) <= TOKEN_MAX_LENGTH:
+        return None
+    digest = token_digest(key)
+    cached = TOKEN_CACHE.get(digest)
+    if cached is not None:
+        return cached
+    found = LIVE_TOKEN.all(key[:TOKEN_PREFIX_LENGTH])
+    token = found[0] if found else None
+    if token is None or not hmac.compare_digest(token.digest, digest):
         return None
     # Read by AgentToken.allows_class (request.auth in the API): None = every class.
     scope_ids: str | None = token.scope_ids  # type: ignore[attr-defined]
@@ -175,7 +234,9 @@ def authenticate_agent_token(*, key: str) -> AuthenticatedAgent | None:
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_PRECISION:
         AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
-    return AuthenticatedAgent(user=user, token=token, roles=roles)
+    agent = AuthenticatedAgent(user=user, token=token, roles=roles)
+    TOKEN_CACHE.put(digest, agent)
+    return agent
 
 
 @transaction.atomic
@@ -190,6 +251,7 @@ def revoke_agent_tokens(*, username: str | None = None, prefix: str | None = Non
         live = live.filter(user__username=username)
     else:
         live = live.filter(prefix=prefix)
+    TOKEN_CACHE.clear()  # this process refuses the revoked keys at once; the others within their cache's seconds
     return live.update(revoked_at=timezone.now())
 
 

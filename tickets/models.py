@@ -16,13 +16,15 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Exists, F, IntegerField, OuterRef, Q, Value
+from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Floor, Now
+from django.db.models.lookups import Exact
 from django.urls import reverse
 
 from core.caps import MoneyCaps
 from core.identity import ToolCatalog, default_irreversible_tools, default_money_tools
 from core.policy import min_gain_tokens
-from core.state import ItemChange, StateItems, agent_state
+from core.state import ItemChange, StateItems, agent_state, in_document_order
 from core.tokens import REPLY_PRIMING_TOKENS
 from core.vocabulary import ActorKind, StateOp, SummarizerBackend, TurnRole, choices
 
@@ -306,10 +308,26 @@ class PinnedState(models.Model):
     tokens = models.PositiveIntegerField(
         default=0, help_text="Tokens of the agent-facing JSON, as a message."
     )
+    agent_data = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The agent-facing state at `version` (core.state.agent_state), written with `data` by the "
+        "services that change it (edited in place, item by item): a read serves it as stored, with no "
+        "validation. Trusted only while its own version is the row's; else the state is computed from `data`.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return f"state of {self.ticket_id} v{self.version}"
+
+    def stored_agent_json(self) -> dict[str, Any] | None:
+        """The stored agent-facing state when it was loaded and is of this version (a deferred column is not
+        read for it), else None."""
+        stored = self.__dict__.get("agent_data")
+        if isinstance(stored, dict) and stored.get("version") == self.version:
+            return in_document_order(stored)
+        return None
 
     @property
     def items(self) -> StateItems:
@@ -329,6 +347,10 @@ class PinnedState(models.Model):
         self.__dict__["_items"] = (self.version, items)
 
     def agent_json(self) -> dict[str, Any]:
+        """The agent-facing state: as stored when it was loaded and is current, else built from the items."""
+        stored = self.stored_agent_json()
+        if stored is not None:
+            return stored
         ticket = self.ticket
         return agent_state(
             ticket=ticket.ticket_id,
@@ -337,6 +359,11 @@ class PinnedState(models.Model):
             version=self.version,
             items=self.items,
         )
+
+
+def agent_data_is_current() -> Exact:
+    """SQL: the row's stored agent-facing state is of the row's version (false when there is none)."""
+    return Exact(Cast(KT("agent_data__version"), IntegerField()), F("version"))
 
 
 class StateChange(models.Model):

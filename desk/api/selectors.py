@@ -43,6 +43,21 @@ TICKET_BY_ID = CompiledRead(
 STATE_BY_TICKET_ID = CompiledRead(
     lambda ticket_id: (
         PinnedState.objects.select_related("ticket__ticket_class")
+        # The items are not read: the agent-facing state is the stored one (agent_data), or, when none of
+        # this version is stored, built from `data`, read then (one more query).
+        .defer("data")
+        .order_by()
+        .filter(ticket__ticket_id=ticket_id)[:2]
+    ),
+    str,
+)
+
+
+# The ticket's figures need the state's version and tokens, not the state itself.
+STATE_FIGURES_BY_TICKET_ID = CompiledRead(
+    lambda ticket_id: (
+        PinnedState.objects.select_related("ticket__ticket_class")
+        .defer("data", "agent_data")
         .order_by()
         .filter(ticket__ticket_id=ticket_id)[:2]
     ),
@@ -59,11 +74,12 @@ def ticket_by_id(ticket_id: str) -> Ticket:
         raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id) from None
 
 
-def pinned_state_by_ticket_id(ticket_id: str) -> PinnedState:
-    """The pinned state with its ticket (one query), or TicketNotFound."""
+def pinned_state_by_ticket_id(ticket_id: str, *, figures_only: bool = False) -> PinnedState:
+    """The pinned state with its ticket and its stored agent-facing state, not its items (one query), or
+    TicketNotFound. `figures_only`: neither the items nor the stored state (the version and tokens)."""
     _check_ticket_id(ticket_id)
     try:
-        return STATE_BY_TICKET_ID.get(ticket_id)
+        return (STATE_FIGURES_BY_TICKET_ID if figures_only else STATE_BY_TICKET_ID).get(ticket_id)
     except PinnedState.DoesNotExist:
         raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id) from None
 
@@ -134,7 +150,7 @@ class TicketDetail:
 
 def ticket_detail(ticket_id: str) -> TicketDetail:
     """The ticket with its token figures, what compaction cost it and its ledger outcomes (five queries)."""
-    pinned = pinned_state_by_ticket_id(ticket_id)
+    pinned = pinned_state_by_ticket_id(ticket_id, figures_only=True)
     figures = context_figures(pinned.ticket, state_tokens=pinned.tokens)
     return TicketDetail(
         ticket=pinned.ticket,

@@ -192,7 +192,8 @@ class StateView(DeskAPIView):
         tag = {"ETag": headers.etag(pinned.version)}
         if headers.if_none_match_matches(request.headers.get("If-None-Match"), pinned.version):
             return Response(status=status.HTTP_304_NOT_MODIFIED, headers=tag)
-        # Built once: agent_json() is already the documented shape (PinnedStateOut), no serializer walks it again.
+        # Built once, in the documented shape (PinnedStateOut): the state stored with this version, as the service
+        # that made it wrote it (no validation), or, for a state with none stored, built from its items.
         return Response(pinned.agent_json(), headers=tag)
 
     @extend_schema(

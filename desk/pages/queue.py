@@ -14,19 +14,24 @@ from typing import Any, Literal
 from django.db import connection
 from django.db.models import (
     BooleanField,
+    Case,
     Count,
     Exists,
     ExpressionWrapper,
     F,
     IntegerField,
+    JSONField,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
     Value,
+    When,
 )
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, TupleLessThan
-from django.db.models.functions import Coalesce, Now
+from django.db.models.functions import Cast, Coalesce, Now
+from django.db.models.lookups import Exact
 
 from compaction.models import CompactionEvent
 from compaction.services import state_room
@@ -139,6 +144,12 @@ def _events(**conditions: Any) -> QuerySet[CompactionEvent]:
     return CompactionEvent.objects.filter(ticket=OuterRef("pk"), **conditions)
 
 
+# A queue row's pinned state has its agent-facing state stored for its version (PinnedState.agent_data).
+_STORED_CURRENT = Exact(
+    Cast(KeyTextTransform("version", "pinned_state__agent_data"), IntegerField()), F("pinned_state__version")
+)
+
+
 def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
     """Tickets for the queue, with their class, pinned state, compaction count and flags.
 
@@ -168,7 +179,6 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
             "ticket_class__compaction_threshold",
             "ticket_class__min_gain_share",
             "system_prompt_tokens",
-            "pinned_state__data",
             "pinned_state__version",
             "pinned_state__tokens",
             "intent_stale_at",
@@ -176,6 +186,23 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
             "state_over_threshold",
         )
         .annotate(
+            # The refund total as the stored agent-facing state has it (PinnedState.agent_data), when stored
+            # for the row's version: a row reads one number, not its state (refunded_cents).
+            stored_refunded_cents=Case(
+                When(
+                    _STORED_CURRENT,
+                    then=Cast(
+                        KeyTextTransform("refunded_cents_total", "pinned_state__agent_data"), IntegerField()
+                    ),
+                ),
+                default=Value(None, output_field=IntegerField()),
+            ),
+            # The items, only for a row with no current stored state (the total is derived from them then).
+            unstored_data=Case(
+                When(_STORED_CURRENT, then=Value(None, output_field=JSONField())),
+                default=F("pinned_state__data"),
+                output_field=JSONField(),
+            ),
             compaction_count=Coalesce(Subquery(replaced_count, output_field=IntegerField()), Value(0)),
             has_coverage_miss=Exists(_events(coverage_missing_count__gt=0)),
             has_failed=Exists(_events(status=CompactionStatus.FAILED)),
@@ -327,5 +354,10 @@ def ticket_classes() -> QuerySet[TicketClass]:
 
 
 def refunded_cents(ticket: Ticket) -> int:
-    """The derived refund total of a ticket whose pinned state was selected with it."""
-    return StateItems.model_validate(ticket.pinned_state.data).refunded_cents_total
+    """The refund total of a queue row: as stored with its state's version (queue_tickets), else derived from
+    the items (read then: a state stored otherwise, or before stored states)."""
+    stored = getattr(ticket, "stored_refunded_cents", None)
+    if stored is not None:
+        return int(stored)
+    data = ticket.unstored_data if hasattr(ticket, "unstored_data") else ticket.pinned_state.data
+    return StateItems.model_validate(data or {}).refunded_cents_total

@@ -66,3 +66,35 @@ def test_a_bad_number_is_an_error_not_a_crash_later() -> None:
     result = load_settings(SUNDRY_SUMMARIZER_TIMEOUT_SECONDS="soon")
     assert result.returncode != 0
     assert "SUNDRY_SUMMARIZER_TIMEOUT_SECONDS='soon' is not a number" in result.stderr
+
+
+def _database_settings(**env: str) -> list[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("DATABASE_") and k != "SUNDRY_ENV"}
+    clean.update(env)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sundry.settings as s; d = s.DATABASES['default']; "
+            "print(d['CONN_MAX_AGE'], d['CONN_HEALTH_CHECKS'], s.SUNDRY_AUTH_CACHE_SECONDS)",
+        ],
+        cwd=settings.BASE_DIR,
+        env=clean,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_persistent_connections_take_no_health_check_round_trip_by_default() -> None:
+    postgres = {"DATABASE_URL": "postgres://desk@db.internal:5432/desk"}
+    assert _database_settings(**postgres) == ["600", "False", "5.0"]
+    assert _database_settings(**postgres, DATABASE_CONN_HEALTH_CHECKS="1")[:2] == ["600", "True"]
+
+
+def test_a_negative_auth_cache_is_an_error() -> None:
+    result = load_settings(SUNDRY_AUTH_CACHE_SECONDS="-1")
+    assert result.returncode != 0
+    assert "SUNDRY_AUTH_CACHE_SECONDS" in result.stderr

@@ -36,7 +36,7 @@ from tickets.errors import (
     RepeatRefused,
 )
 from tickets.fingerprints import request_fingerprint
-from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, Ticket
+from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, Ticket, agent_data_is_current
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import hold_key, hold_order
 from tickets.services.state_changes import change_pinned_state, check_source, check_turn
@@ -234,6 +234,7 @@ def _order_used_cents(ticket: Ticket, effect: str) -> int:
     """What the order's other tickets hold of this money effect (succeeded or reserved)."""
     others = (
         PinnedState.objects.select_related("ticket__ticket_class")
+        .defer("agent_data")
         .filter(ticket__order_id=ticket.order_id)
         .exclude(ticket_id=ticket.pk)
     )
@@ -270,8 +271,9 @@ def _locked_state(ticket_pk: int, idempotency_key: str) -> QuerySet[PinnedState]
         .select_related("ticket__ticket_class")
         # The items as JSON text, parsed and validated by pydantic in one pass (a long state's largest cost
         # here); `data` itself is not read: the change is written as an edit of it.
-        .defer("data")
+        .defer("data", "agent_data")
         .annotate(
+            agent_stored=agent_data_is_current(),
             data_text=Cast("data", TextField()),
             prior_fingerprint=Subquery(prior.values("fingerprint")[:1]),
             prior_body=Subquery(prior.values("response_body")[:1], output_field=JSONField()),
@@ -489,6 +491,8 @@ def _lock_state_only(ticket: Ticket) -> PinnedState:
     return (
         PinnedState.objects.select_for_update(of=("self",))
         .select_related("ticket__ticket_class")
+        .defer("agent_data")
+        .annotate(agent_stored=agent_data_is_current())
         .get(ticket=ticket)
     )
 

@@ -11,7 +11,7 @@ from core.caps import CatalogCapsError
 from core.errors import InvalidInput
 from core.identity import CatalogError
 from core.tokens import UnknownEncoding, get_encoding
-from tickets.models import TicketClass, TicketClassChange
+from tickets.models import PinnedState, TicketClass, TicketClassChange
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -77,6 +77,10 @@ def save_ticket_class(*, ticket_class: TicketClass, by: User | None, reason: str
             intent_stale_at=F("open_intent_since") + ticket_class.intent_timeout
         )
     after = _class_settings(TicketClass.objects.get(pk=ticket_class.pk))  # as stored: 2 -> "2.0000"
+    if before and any(before[k] != after[k] for k in ("irreversible_tools", "money_tools")):
+        # The money totals of the agent-facing state follow the catalog: the stored copies are dropped (reads
+        # build the state from its items until its next change stores it again).
+        PinnedState.objects.filter(ticket__ticket_class=ticket_class).update(agent_data=None)
     if before and any(before[k] != after[k] for k in ("token_budget", "compaction_threshold")):
         # A new threshold decides which tickets' state alone fills it (one pass over the class's tickets).
         ticket_class.tickets.all().refresh_state_over_threshold()

@@ -51,7 +51,9 @@ def open_ticket(
             )
     except IntegrityError:
         raise TicketAlreadyExists(f"ticket {ticket_id} already exists", ticket_id=ticket_id) from None
-    PinnedState.objects.create(ticket=ticket, version=1, data=items_to_data(items), tokens=opened_tokens)
+    PinnedState.objects.create(
+        ticket=ticket, version=1, data=items_to_data(items), agent_data=state_json, tokens=opened_tokens
+    )
     StateChange.objects.create(
         ticket=ticket,
         op=StateOp.OPENED,

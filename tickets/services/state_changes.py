@@ -21,6 +21,7 @@ from core.state import (
     StateItems,
     TextItem,
     agent_item,
+    agent_state,
     items_to_data,
     state_document,
 )
@@ -29,7 +30,7 @@ from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
 from tickets import json_edits
 from tickets.errors import StaleVersion
 from tickets.fingerprints import request_fingerprint
-from tickets.models import PinnedState, StateChange, Ticket
+from tickets.models import PinnedState, StateChange, Ticket, agent_data_is_current
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import StoredAnswer, hold_key, scoped_key, store_answer, stored_answer
 
@@ -40,7 +41,21 @@ def lock_pinned_state(ticket: Ticket) -> PinnedState:
     return (
         PinnedState.objects.select_for_update(of=("self", "ticket"))
         .select_related("ticket__ticket_class")
+        .defer("agent_data")
+        .annotate(agent_stored=agent_data_is_current())
         .get(ticket=ticket)
+    )
+
+
+def agent_document(pinned: PinnedState, items: StateItems) -> dict[str, Any]:
+    """The agent-facing state of these items at the row's version, in full."""
+    ticket = pinned.ticket
+    return agent_state(
+        ticket=ticket.ticket_id,
+        order=ticket.order_id,
+        seller_type=ticket.seller_type,
+        version=pinned.version,
+        items=items,
     )
 
 
@@ -107,17 +122,33 @@ def change_pinned_state[T](
     pinned.tokens += delta
     edits = _data_edits(item_changes, positions, stored_lists, questions_opened, items)
     if edits is not None and json_edits.supported(connection.vendor):
-        # The database edits the stored items in place: a change sends the item it changed, not the state.
+        # The database edits the stored items in place, and the stored agent-facing state beside them (when
+        # the locked row had it current: `agent_stored`): a change sends the item it changed, not the state.
+        agent: Any
+        if getattr(pinned, "agent_stored", False):
+            agent = json_edits.EditJSON(
+                "agent_data",
+                _agent_edits(item_changes, positions, pinned.version, totals_before, totals_after),
+            )
+        else:  # none stored, or not of this version: written in full, once
+            agent = agent_document(pinned, items)
         PinnedState.objects.filter(pk=pinned.pk).update(
             data=json_edits.EditJSON("data", edits),
+            agent_data=agent,
             version=pinned.version,
             tokens=pinned.tokens,
             updated_at=timezone.now(),
         )
         pinned.__dict__.pop("data", None)  # deferred: read again from the row if anyone asks
+        if isinstance(agent, dict):
+            pinned.agent_data = agent
+        else:
+            pinned.__dict__.pop("agent_data", None)
     else:
         pinned.data = items_to_data(items)
-        pinned.save(update_fields=["data", "version", "tokens", "updated_at"])
+        pinned.agent_data = agent_document(pinned, items)
+        pinned.save(update_fields=["data", "agent_data", "version", "tokens", "updated_at"])
+    pinned.agent_stored = True  # type: ignore[attr-defined]  # a later change on this copy edits it too
     pinned.keep_items(items)
     moved = {
         name: [totals_before[name], totals_after[name]]
@@ -191,6 +222,35 @@ def _data_edits(
             edits.append(json_edits.JSONEdit("replace", change.category, index=index, value=change.after))
     if items.questions_opened != questions_opened:
         edits.append(json_edits.JSONEdit("set", "questions_opened", value=items.questions_opened))
+    return edits
+
+
+def _agent_edits(
+    changes: list[ItemChange],
+    positions: dict[str, list[str]],
+    version: int,
+    totals_before: dict[str, int],
+    totals_after: dict[str, int],
+) -> list[json_edits.JSONEdit]:
+    """The stored agent-facing state's edits for the item changes _data_edits wrote (its lists hold the same
+    items in the same order, as the agent sees them), its version and the money totals that moved."""
+    edits = []
+    for change in changes:
+        if change.before is None:
+            assert change.after is not None  # an ItemChange adds, changes or removes
+            value = agent_item(change.category, change.after)
+            edits.append(json_edits.JSONEdit("append", change.category, value=value))
+            continue
+        index = positions[change.category].index(change.before["id"])
+        if change.after is None:
+            edits.append(json_edits.JSONEdit("remove", change.category, index=index))
+        else:
+            value = agent_item(change.category, change.after)
+            edits.append(json_edits.JSONEdit("replace", change.category, index=index, value=value))
+    edits.append(json_edits.JSONEdit("set", "version", value=version))
+    for name, after in totals_after.items():
+        if totals_before.get(name) != after:
+            edits.append(json_edits.JSONEdit("set", name, value=after))
     return edits
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
+
 from core.errors import InvalidInput
 from core.tokens import count_turn
 from core.vocabulary import THREAD_ROLES, TurnRole
 from tickets.compiled_reads import CompiledRead
-from tickets.errors import IdempotencyKeyReused
+from tickets.errors import IdempotencyKeyReused, TicketNotFound
 from tickets.fingerprints import request_fingerprint
 from tickets.models import Ticket, Turn
 from tickets.services.actors import SYSTEM, Actor
@@ -65,6 +67,21 @@ def append_turn(
 
     if idempotency_key and refuse_in_flight:
         hold_key(ticket, idempotency_key, wait=False)
+    if not idempotency_key or (refuse_in_flight and connection.vendor == "postgresql"):
+        # No earlier turn to look for under the row lock (no key), or none can commit meanwhile (the key's
+        # advisory lock is held): the row is locked by the update that numbers the turn, in one statement.
+        return _append_counted(
+            ticket=ticket,
+            role=role,
+            content=content,
+            tool=tool,
+            args=args,
+            tool_call_id=tool_call_id,
+            boundary=boundary,
+            extra=extra,
+            idempotency_key=idempotency_key,
+            by=by,
+        )
     locked = LOCKED_TICKET.get(ticket.pk, using=ticket._state.db or "default")
     fingerprint = ""
     if idempotency_key:
@@ -117,6 +134,82 @@ def append_turn(
         extra=extra or {},
     )
     Ticket.objects.filter(pk=locked.pk).update(turn_count=number, context_tokens=total)
+    ticket.turn_count = number
+    ticket.context_tokens = total
+    return TurnAppended(turn=turn)
+
+
+def _fingerprint(**turn: Any) -> str:
+    return request_fingerprint(turn)
+
+
+def _append_counted(
+    *,
+    ticket: Ticket,
+    role: str,
+    content: str,
+    tool: str,
+    args: dict[str, Any] | None,
+    tool_call_id: str,
+    boundary: str,
+    extra: dict[str, Any] | None,
+    idempotency_key: str,
+    by: Actor,
+) -> TurnAppended:
+    """append_turn when no earlier turn with the key can appear meanwhile: the ticket row is locked, numbered
+    and its context size moved by one UPDATE ... RETURNING (the lock's read and the figures' write in one
+    statement), then the turn inserted. The class is the caller's (read with the ticket, never locked)."""
+    ticket_class = ticket.ticket_class
+    fingerprint = ""
+    if idempotency_key:
+        fingerprint = _fingerprint(
+            role=role, content=content, tool=tool, args=args, tool_call_id=tool_call_id, boundary=boundary
+        )
+        first = Turn.objects.filter(ticket=ticket, idempotency_key=idempotency_key).first()
+        if first is not None:
+            if first.request_fingerprint != fingerprint:
+                raise IdempotencyKeyReused(
+                    f"idempotency key {idempotency_key!r} was first used with a different turn (turn {first.number})",
+                    idempotency_key=idempotency_key,
+                )
+            return TurnAppended(turn=first, replayed=True)
+    tokens = count_turn(
+        role=role,
+        content=content,
+        tool=tool,
+        args=args,
+        tool_call_id=tool_call_id,
+        encoding=ticket_class.encoding,
+    )
+    table, quote = Ticket._meta.db_table, connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {quote(table)} SET turn_count = turn_count + 1, context_tokens = context_tokens + %s "
+            f"WHERE id = %s RETURNING turn_count, context_tokens",
+            [tokens, ticket.pk],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise TicketNotFound(f"no ticket {ticket.ticket_id}", ticket_id=ticket.ticket_id)
+    number, total = row
+    turn = Turn.objects.create(
+        ticket=ticket,
+        number=number,
+        role=role,
+        content=content,
+        tool=tool,
+        args=args,
+        tool_call_id=tool_call_id,
+        boundary=boundary,
+        tokens=tokens,
+        context_tokens=total,
+        token_budget=ticket_class.token_budget,
+        threshold_tokens=ticket_class.threshold_tokens,
+        posted_by=by.user,
+        idempotency_key=idempotency_key,
+        request_fingerprint=fingerprint,
+        extra=extra or {},
+    )
     ticket.turn_count = number
     ticket.context_tokens = total
     return TurnAppended(turn=turn)

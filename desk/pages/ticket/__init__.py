@@ -3,7 +3,7 @@ database's sample of a long one (`sampler`), the state and status trails (`trail
 export (`export`). The names below are the ones the views, the charts and the tests use.
 """
 
-from desk.pages.ticket.export import EXPORT_FORMAT, ticket_export
+from desk.pages.ticket.export import EXPORT_FORMAT, export_chunks, ticket_export
 from desk.pages.ticket.page import (
     COMPACTIONS_SHOWN,
     REFUSED_SHOWN,
@@ -72,6 +72,7 @@ __all__ = [
     "changes_since",
     "context_series",
     "event_figures",
+    "export_chunks",
     "get_ticket",
     "refused_turn",
     "sample_indices",

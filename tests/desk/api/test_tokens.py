@@ -18,7 +18,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.desk.api.conftest import url
-from tickets.accounts import authenticate_agent_token, create_agent, create_person, token_digest
+from tickets.accounts import TOKEN_CACHE, authenticate_agent_token, create_agent, create_person, token_digest
 from tickets.models import AgentToken, Ticket
 
 pytestmark = pytest.mark.django_db
@@ -51,12 +51,16 @@ def test_a_key_with_the_right_prefix_but_a_wrong_secret_is_refused(ticket: Ticke
 def test_the_first_state_read_costs_no_more_queries_than_before_and_later_ones_fewer(
     ticket: Ticket, django_assert_num_queries
 ) -> None:
-    """Token and roles in one query; last_used_at written on the first use only (within a minute)."""
+    """Token and roles in one query; last_used_at written on the first use only (within a minute); then the
+    token is kept for SUNDRY_AUTH_CACHE_SECONDS and read again only after them."""
     client = client_with(create_agent(name="bot"))
     with django_assert_num_queries(3):  # token+roles, last_used_at, the state
         assert client.get(url(ticket, "state")).status_code == 200
     first_use = AgentToken.objects.get().last_used_at
     assert first_use is not None
+    with django_assert_num_queries(1):  # the state: the token is cached
+        assert client.get(url(ticket, "state")).status_code == 200
+    TOKEN_CACHE.clear()
     with django_assert_num_queries(2):  # token+roles, the state
         assert client.get(url(ticket, "state")).status_code == 200
     assert AgentToken.objects.get().last_used_at == first_use
@@ -67,6 +71,9 @@ def test_last_used_at_moves_again_after_a_minute(ticket: Ticket) -> None:
     client.get(url(ticket, "state"))
     long_ago = timezone.now() - timedelta(minutes=2)
     AgentToken.objects.update(last_used_at=long_ago)
+    client.get(url(ticket, "state"))  # within the cache's seconds: nothing read, nothing written
+    assert AgentToken.objects.get().last_used_at == long_ago
+    TOKEN_CACHE.clear()
     client.get(url(ticket, "state"))
     assert AgentToken.objects.get().last_used_at > long_ago
 

@@ -66,7 +66,8 @@ def test_ticket_export_holds_state_turns_events_reviews_and_changes(sam: Client,
     compaction_review_record(event=event, by=supervisor("rita"), verdict="summary_bad", comment="lost A1")
     response = sam.get(f"/tickets/{ticket.ticket_id}/export.json")
     assert response.status_code == 200 and "T-40118.json" in response["Content-Disposition"]
-    doc = json.loads(response.content)
+    assert response.streaming
+    doc = json.loads(response.getvalue())  # the streamed chunks, joined
     assert doc["format"] == "sundry-ticket-export/2"
     assert doc["state"]["refunded_cents_total"] == 4000
     assert len(doc["turns"]) == 26 and doc["turns"][21]["threshold_tokens"] == 6400
@@ -81,3 +82,36 @@ def test_exports_are_for_supervisors(client: Client, scenario: dict) -> None:
     client.force_login(agent())
     assert client.get("/tickets/T-40118/export.json").status_code == 403
     assert client.get("/metrics.csv").status_code == 403
+
+
+def test_the_streamed_export_is_the_document_json_response_wrote(sam: Client, scenario: dict) -> None:
+    """Byte for byte what the whole document, held in memory, gave JsonResponse (indent 2), empty lists `[]`
+    included; written in chunks as the rows are read."""
+    from django.db import connection
+    from django.http import JsonResponse
+    from django.test.utils import CaptureQueriesContext
+
+    from desk.pages.ticket import export
+    from tickets.models import Ticket
+    from tickets.services.lifecycle import open_ticket
+
+    ticket = import_seed_t40118(scenario)
+    quiet = open_ticket(
+        ticket_id="T-\u2011QUIET", order_id="SU-1", seller_type="x", ticket_class=ticket.ticket_class
+    )
+    for one in (ticket, quiet):
+        one = Ticket.objects.select_related("ticket_class", "pinned_state").get(pk=one.pk)
+        held = {k: list(v) if isinstance(v, export.Rows) else v for k, v in export.ticket_export(one).items()}
+        expected = JsonResponse(held, json_dumps_params={"indent": 2}).content
+        streamed = sam.get(f"/tickets/{one.ticket_id}/export.json").getvalue()
+        assert streamed == expected
+    assert b'"compactions": []' in streamed and b'"turns": []' in streamed
+    with CaptureQueriesContext(connection) as queries, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(export, "BATCH", 5)
+        patch.setattr(export, "CHUNK_BYTES", 100)
+        response: Any = sam.get(f"/tickets/{ticket.ticket_id}/export.json")
+        chunks = list(response.streaming_content)
+    assert len(chunks) > 10 and json.loads(b"".join(chunks))["turns"][25]["number"] == 26
+    # One statement per list, fetched in batches (a cursor's fetchmany; a server-side cursor on PostgreSQL).
+    turn_reads = [q["sql"] for q in queries.captured_queries if 'FROM "tickets_turn"' in q["sql"]]
+    assert len(turn_reads) == 1

@@ -197,3 +197,27 @@ def test_a_ticket_whose_state_alone_fills_the_threshold_is_flagged_and_filtered(
     filtered = sam.get("/", {"flags": "state_over_threshold"}).content.decode()
     assert "T-FULL" in filtered and "T-ROOMY" not in filtered
     assert roomy.context_tokens < 256
+
+
+def test_a_queue_row_reads_its_stored_refund_total_not_its_state(
+    sam: Client, standard_class: TicketClass
+) -> None:
+    """The page query takes the refund total from the stored agent-facing state: no row's items are read; a
+    state with none stored is still shown its total (its items come with the page query, for that row only)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tickets.models import PinnedState
+
+    _, second = make_tickets(standard_class, 2)
+    with CaptureQueriesContext(connection) as queries:
+        html = sam.get("/").content.decode()
+    page = [q["sql"] for q in queries.captured_queries if '"tickets_ticket"."ticket_id"' in q["sql"]]
+    # The items are named only as the fallback of a row with no current stored state.
+    column = '"tickets_pinnedstate"."data"'
+    assert page and all(sql.count(column) == sql.count(f"ELSE {column}") for sql in page)
+    assert html.count("$15.00") == 2
+    PinnedState.objects.filter(ticket=second).update(agent_data=None)
+    with CaptureQueriesContext(connection) as again:
+        assert sam.get("/").content.decode().count("$15.00") == 2
+    assert len(again.captured_queries) == len(queries.captured_queries)
