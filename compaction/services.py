@@ -43,7 +43,7 @@ from core.policy import (
     plan_cut,
     summary_estimate,
 )
-from core.summary import Summary
+from core.summary import Summary, parse_summary
 from core.tokens import RequestSize, count_message
 from core.vocabulary import CompactionStatus, TurnOutcome
 from notify import events as notify_events
@@ -449,7 +449,7 @@ def _summarize(
         event.summarizer_input_tokens += reply.input_tokens
         event.summarizer_output_tokens += reply.output_tokens
         try:
-            return Summary.model_validate_json(reply.text), errors
+            return parse_summary(reply.text), errors
         except ValidationError as exc:
             errors.append(f"attempt {attempt}: {describe_validation_error(exc)}")
     return None, errors

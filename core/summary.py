@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,6 +20,24 @@ class Summary(BaseModel):
     customer_constraints: list[str]
     open_questions: list[str]
     narrative: str = Field(max_length=20000)
+
+
+def parse_summary(text: str) -> Summary:
+    """A summarizer's reply as a Summary; raises pydantic's ValidationError when it is not one.
+
+    Small models write raw newlines and tabs inside JSON strings (SmolLM2 does at temperature 0, the same way on
+    every retry), which strict JSON refuses: a reply that parses only with control characters allowed in strings
+    is read that way, then validated like any other. Anything else is validated as sent."""
+    try:
+        return Summary.model_validate_json(text)
+    except ValueError:
+        try:
+            lenient = json.loads(text, strict=False)
+        except ValueError:
+            lenient = None
+        if not isinstance(lenient, dict):
+            raise
+        return Summary.model_validate_json(json.dumps(lenient))
 
 
 SUMMARY_FIELDS = ("decisions", "actions_taken", "customer_constraints", "open_questions")

@@ -151,5 +151,7 @@ def test_a_name_over_its_max_length_is_refused_even_when_trimming_would_bring_it
     )
     assert response.status_code == 400
     assert "to_agent" in json.dumps(response.json())
-    fine = agent.post(url(ticket, "handoffs"), {"from_agent": "triage", "to_agent": " billing "}, format="json")
+    fine = agent.post(
+        url(ticket, "handoffs"), {"from_agent": "triage", "to_agent": " billing "}, format="json"
+    )
     assert fine.status_code == 201
