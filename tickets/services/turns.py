@@ -67,63 +67,86 @@ def append_turn(
 
     if idempotency_key and refuse_in_flight:
         hold_key(ticket, idempotency_key, wait=False)
+    fields: dict[str, Any] = {
+        "role": role,
+        "content": content,
+        "tool": tool,
+        "args": args,
+        "tool_call_id": tool_call_id,
+        "boundary": boundary,
+    }
+    fingerprint = request_fingerprint(fields) if idempotency_key else ""
     if not idempotency_key or (refuse_in_flight and connection.vendor == "postgresql"):
         # No earlier turn to look for under the row lock (no key), or none can commit meanwhile (the key's
         # advisory lock is held): the row is locked by the update that numbers the turn, in one statement.
-        return _append_counted(
-            ticket=ticket,
-            role=role,
-            content=content,
-            tool=tool,
-            args=args,
-            tool_call_id=tool_call_id,
-            boundary=boundary,
-            extra=extra,
-            idempotency_key=idempotency_key,
-            by=by,
+        return _earlier_turn(ticket, idempotency_key, fingerprint) or _append_counted(
+            ticket, fields, extra=extra, idempotency_key=idempotency_key, fingerprint=fingerprint, by=by
         )
     locked = LOCKED_TICKET.get(ticket.pk, using=ticket._state.db or "default")
-    fingerprint = ""
-    if idempotency_key:
-        fingerprint = request_fingerprint(
-            {
-                "role": role,
-                "content": content,
-                "tool": tool,
-                "args": args,
-                "tool_call_id": tool_call_id,
-                "boundary": boundary,
-            }
-        )
-        first = Turn.objects.filter(ticket=locked, idempotency_key=idempotency_key).first()
-        if first is not None:
-            if first.request_fingerprint != fingerprint:
-                raise IdempotencyKeyReused(
-                    f"idempotency key {idempotency_key!r} was first used with a different turn (turn {first.number})",
-                    idempotency_key=idempotency_key,
-                )
-            return TurnAppended(turn=first, replayed=True)
-    number = locked.turn_count + 1
-    tokens = count_turn(
-        role=role,
-        content=content,
-        tool=tool,
-        args=args,
-        tool_call_id=tool_call_id,
-        encoding=locked.ticket_class.encoding,
-    )
+    earlier = _earlier_turn(locked, idempotency_key, fingerprint)
+    if earlier is not None:
+        return earlier
+    tokens = _count(fields, locked.ticket_class.encoding)
     # The stored context size is kept current under this row lock, so a new turn adds exactly its own count.
-    total = locked.context_tokens + tokens
-    ticket_class = locked.ticket_class
-    turn = Turn.objects.create(
-        ticket=locked,
+    number, total = locked.turn_count + 1, locked.context_tokens + tokens
+    turn = _insert_turn(
+        locked,
+        fields,
         number=number,
-        role=role,
-        content=content,
-        tool=tool,
-        args=args,
-        tool_call_id=tool_call_id,
-        boundary=boundary,
+        total=total,
+        tokens=tokens,
+        extra=extra,
+        idempotency_key=idempotency_key,
+        fingerprint=fingerprint,
+        by=by,
+    )
+    Ticket.objects.filter(pk=locked.pk).update(turn_count=number, context_tokens=total)
+    ticket.turn_count = number
+    ticket.context_tokens = total
+    return TurnAppended(turn=turn)
+
+
+def _count(fields: dict[str, Any], encoding: str) -> int:
+    """The turn's tokens as the request will carry it (its boundary is not sent)."""
+    return count_turn(
+        **{name: value for name, value in fields.items() if name != "boundary"}, encoding=encoding
+    )
+
+
+def _earlier_turn(ticket: Ticket, idempotency_key: str, fingerprint: str) -> TurnAppended | None:
+    """The turn first stored with this key (a retry: `replayed`), None when there is none; the key first used
+    with another body is refused."""
+    if not idempotency_key:
+        return None
+    first = Turn.objects.filter(ticket=ticket, idempotency_key=idempotency_key).first()
+    if first is None:
+        return None
+    if first.request_fingerprint != fingerprint:
+        raise IdempotencyKeyReused(
+            f"idempotency key {idempotency_key!r} was first used with a different turn (turn {first.number})",
+            idempotency_key=idempotency_key,
+        )
+    return TurnAppended(turn=first, replayed=True)
+
+
+def _insert_turn(
+    ticket: Ticket,
+    fields: dict[str, Any],
+    *,
+    number: int,
+    total: int,
+    tokens: int,
+    extra: dict[str, Any] | None,
+    idempotency_key: str,
+    fingerprint: str,
+    by: Actor,
+) -> Turn:
+    """The turn's row, with the figures in force when it arrived (its class's budget and threshold)."""
+    ticket_class = ticket.ticket_class
+    return Turn.objects.create(
+        ticket=ticket,
+        number=number,
+        **fields,
         tokens=tokens,
         context_tokens=total,
         token_budget=ticket_class.token_budget,
@@ -133,54 +156,21 @@ def append_turn(
         request_fingerprint=fingerprint,
         extra=extra or {},
     )
-    Ticket.objects.filter(pk=locked.pk).update(turn_count=number, context_tokens=total)
-    ticket.turn_count = number
-    ticket.context_tokens = total
-    return TurnAppended(turn=turn)
-
-
-def _fingerprint(**turn: Any) -> str:
-    return request_fingerprint(turn)
 
 
 def _append_counted(
-    *,
     ticket: Ticket,
-    role: str,
-    content: str,
-    tool: str,
-    args: dict[str, Any] | None,
-    tool_call_id: str,
-    boundary: str,
+    fields: dict[str, Any],
+    *,
     extra: dict[str, Any] | None,
     idempotency_key: str,
+    fingerprint: str,
     by: Actor,
 ) -> TurnAppended:
     """append_turn when no earlier turn with the key can appear meanwhile: the ticket row is locked, numbered
     and its context size moved by one UPDATE ... RETURNING (the lock's read and the figures' write in one
     statement), then the turn inserted. The class is the caller's (read with the ticket, never locked)."""
-    ticket_class = ticket.ticket_class
-    fingerprint = ""
-    if idempotency_key:
-        fingerprint = _fingerprint(
-            role=role, content=content, tool=tool, args=args, tool_call_id=tool_call_id, boundary=boundary
-        )
-        first = Turn.objects.filter(ticket=ticket, idempotency_key=idempotency_key).first()
-        if first is not None:
-            if first.request_fingerprint != fingerprint:
-                raise IdempotencyKeyReused(
-                    f"idempotency key {idempotency_key!r} was first used with a different turn (turn {first.number})",
-                    idempotency_key=idempotency_key,
-                )
-            return TurnAppended(turn=first, replayed=True)
-    tokens = count_turn(
-        role=role,
-        content=content,
-        tool=tool,
-        args=args,
-        tool_call_id=tool_call_id,
-        encoding=ticket_class.encoding,
-    )
+    tokens = _count(fields, ticket.ticket_class.encoding)
     table, quote = Ticket._meta.db_table, connection.ops.quote_name
     with connection.cursor() as cursor:
         cursor.execute(
@@ -192,23 +182,16 @@ def _append_counted(
     if row is None:
         raise TicketNotFound(f"no ticket {ticket.ticket_id}", ticket_id=ticket.ticket_id)
     number, total = row
-    turn = Turn.objects.create(
-        ticket=ticket,
+    turn = _insert_turn(
+        ticket,
+        fields,
         number=number,
-        role=role,
-        content=content,
-        tool=tool,
-        args=args,
-        tool_call_id=tool_call_id,
-        boundary=boundary,
+        total=total,
         tokens=tokens,
-        context_tokens=total,
-        token_budget=ticket_class.token_budget,
-        threshold_tokens=ticket_class.threshold_tokens,
-        posted_by=by.user,
+        extra=extra,
         idempotency_key=idempotency_key,
-        request_fingerprint=fingerprint,
-        extra=extra or {},
+        fingerprint=fingerprint,
+        by=by,
     )
     ticket.turn_count = number
     ticket.context_tokens = total
