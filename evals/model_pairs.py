@@ -31,7 +31,8 @@ from compaction.models import CompactionEvent, ContextSnapshot
 from compaction.summarizers import Summarizer, SummarizerReply, SummaryRequest, get_summarizer
 from core.summary import SUMMARY_FIELDS
 from core.vocabulary import CompactionStatus, SummarizerBackend
-from desk.importer import ImportClass, ImportTicket, import_ticket_rolled_back
+from desk.importer import ImportFileError, ImportTicket, import_ticket_rolled_back
+from evals.runner import class_spec
 from evals.sources import expand, load
 from tickets.models import Ticket, TicketClass
 
@@ -83,28 +84,12 @@ def recording() -> Iterator[_Recorder]:
 
 
 def _class_for(doc: ImportTicket, model: str) -> TicketClass:
-    spec = doc.ticket_class
-    fields: dict[str, Any] = {}
-    if isinstance(spec, ImportClass):
-        fields = {
-            "token_budget": spec.token_budget,
-            "compaction_threshold": spec.compaction_threshold,
-            "keep_recent_tokens": spec.keep_recent_tokens or 0,
-        }
-        if spec.money_tools is not None:
-            fields["money_tools"] = spec.money_tools
-        if spec.irreversible_tools is not None:
-            fields["irreversible_tools"] = spec.irreversible_tools
-    else:
-        found = TicketClass.objects.filter(slug=spec).first()
-        if found is not None:
-            fields = {
-                "token_budget": found.token_budget,
-                "compaction_threshold": found.compaction_threshold,
-                "keep_recent_tokens": found.keep_recent_tokens,
-                "money_tools": found.money_tools,
-                "irreversible_tools": found.irreversible_tools,
-            }
+    """The ticket's own class figures (evals.runner.class_spec), on a class the local model summarizes; a slug
+    naming no class here gives the defaults."""
+    try:
+        fields = class_spec(doc)
+    except ImportFileError:
+        fields = {}
     return TicketClass.objects.create(
         slug=f"pairs-{uuid.uuid4().hex[:12]}",
         summarizer_backend=SummarizerBackend.OPENAI,

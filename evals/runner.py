@@ -59,7 +59,7 @@ class _RollBack(Exception):
     """Raised to leave a savepoint the way it was entered."""
 
 
-def _class_spec(doc: ImportTicket) -> dict[str, Any]:
+def class_spec(doc: ImportTicket) -> dict[str, Any]:
     """The budget figures of the ticket's own class (a slug names an existing class)."""
     spec = doc.ticket_class
     if isinstance(spec, ImportClass):
@@ -88,7 +88,7 @@ def _class_spec(doc: ImportTicket) -> dict[str, Any]:
 
 
 def _eval_class(doc: ImportTicket, options: EvalOptions) -> TicketClass:
-    fields = _class_spec(doc)
+    fields = class_spec(doc)
     # An adapted tau transcript got the budget (on top of its policy) from the adapter.
     if options.budget is not None and not is_adapted(doc):
         fields["token_budget"] = options.budget
