@@ -15,7 +15,6 @@ from django.db.models import (
     BooleanField,
     Count,
     Exists,
-    Expression,
     ExpressionWrapper,
     F,
     IntegerField,
@@ -54,7 +53,7 @@ def figures_from_events(
     event_model: type[Model] = CompactionEvent,
     review_model: type[Model] = CompactionReview,
     refused_model: type[Model] = RefusedAttempt,
-) -> dict[str, Expression]:
+) -> dict[str, Any]:
     """Each stored figure as an expression over the ticket's events (OuterRef("pk") is the ticket).
 
     Takes the models so the backfill migration can pass its historical ones."""

@@ -166,8 +166,8 @@ def refused_for_page(ticket: Ticket, window: TimelineWindow) -> tuple[list[tuple
         .defer("request")
         .order_by("-created_at", "-pk")[:REFUSED_READ]
     )
-    shown = [(attempt, refused_turn(attempt)) for attempt in rows]
-    return shown, (shown[0][0].total if shown else 0)  # type: ignore[attr-defined]
+    shown: list[tuple[RefusedAttempt, int]] = [(attempt, refused_turn(attempt)) for attempt in rows]
+    return shown, (int(getattr(shown[0][0], "total", 0) or 0) if shown else 0)
 
 
 @dataclass(frozen=True)

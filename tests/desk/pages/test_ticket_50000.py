@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 import tracemalloc
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from django.db import connection, transaction
+from django.http import StreamingHttpResponse
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
@@ -126,7 +127,7 @@ def export_peak(client: Client, ticket_id: str) -> tuple[int, int, int]:
     try:
         size = turns = 0
         tail = b""  # a chunk's end, so a turn cut across two chunks is counted once
-        for chunk in response.streaming_content:
+        for chunk in cast(StreamingHttpResponse, response).streaming_content:
             size += len(chunk)
             turns += (tail + chunk).count(SAYS) - tail.count(SAYS)
             tail = chunk[-len(SAYS) :]
@@ -147,3 +148,10 @@ def test_the_export_of_50000_turns_streams_them_in_batches(sam: Client) -> None:
     assert turns_5k == 5_000 and size > 9 * size_5k
     assert peak <= 3 * peak_5k, (peak, peak_5k)
     assert peak < size / 2, (peak, size)
+
+
+def test_the_50000_turn_ticket_counts_its_compactions_on_the_queue(sam: Client) -> None:
+    """Its queue row reads the stored count (1,000 compactions), not its events."""
+    html = sam.get("/?q=T-50K").content.decode()
+    row = html[html.index('href="/tickets/T-50K/"') :]
+    assert '<td class="num compactions" data-label="Compactions">1000</td>' in row[: row.index("</tr>")]
