@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 
 from compaction.models import CompactionEvent, CompactionReview, ReviewVerdict
+from compaction.queue_figures import ticket_figures_reviewed
 from core.errors import InvalidInput
 from core.vocabulary import CompactionStatus
 
@@ -37,4 +38,6 @@ def compaction_review_record(
     status = CompactionEvent.objects.filter(pk=event.pk).values_list("status", flat=True).get()
     if status == CompactionStatus.PENDING:
         raise InvalidInput("this compaction is still running: review it once it has finished", field="event")
-    return CompactionReview.objects.create(event=event, by=by, verdict=verdict, comment=comment)
+    review = CompactionReview.objects.create(event=event, by=by, verdict=verdict, comment=comment)
+    ticket_figures_reviewed(ticket_id=event.ticket_id)
+    return review

@@ -29,6 +29,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from compaction.models import CompactionEvent, ContextSnapshot
+from compaction.queue_figures import ticket_figures_event_recorded
 from compaction.selectors import active_compaction, assemble_context, pending_compaction
 from compaction.summarizers import SummarizerError, SummaryRequest, get_summarizer
 from core.context import summary_message
@@ -186,7 +187,7 @@ def _record_once(*, ticket: Ticket, turn: Turn, status: str, total: int, reason:
     if latest is not None and latest.status == status:
         return latest
     ticket_class = ticket.ticket_class
-    return CompactionEvent.objects.create(
+    event = CompactionEvent.objects.create(
         ticket=ticket,
         number=_next_number(ticket),
         at_turn=turn.number,
@@ -196,13 +197,15 @@ def _record_once(*, ticket: Ticket, turn: Turn, status: str, total: int, reason:
         threshold_tokens=ticket_class.threshold_tokens,
         token_budget=ticket_class.token_budget,
     )
+    ticket_figures_event_recorded(event=event)
+    return event
 
 
 def _claim(*, ticket: Ticket, turn: Turn, total: int, reason: str = "") -> CompactionEvent | None:
     ticket_class = ticket.ticket_class
     try:
         with transaction.atomic():
-            return CompactionEvent.objects.create(
+            claimed = CompactionEvent.objects.create(
                 ticket=ticket,
                 number=_next_number(ticket),
                 at_turn=turn.number,
@@ -215,6 +218,8 @@ def _claim(*, ticket: Ticket, turn: Turn, total: int, reason: str = "") -> Compa
                 summarizer_backend=ticket_class.summarizer_backend,
                 summarizer_model=ticket_class.summarizer_model,
             )
+            ticket_figures_event_recorded(event=claimed)
+            return claimed
     except IntegrityError:
         return None  # this turn already compacted, or another claim is pending: the constraints decided
 
@@ -423,6 +428,7 @@ def _finish(event: CompactionEvent, status: str, reason: str, fields: list[str])
     event.reason = reason
     event.finished_at = timezone.now()
     event.save(update_fields=["status", "reason", "finished_at", *fields])
+    ticket_figures_event_recorded(event=event)
     telemetry.compaction_finished(event)
     notify_events.record_compaction(event)
     return event

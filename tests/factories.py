@@ -93,6 +93,7 @@ def long_ticket(
     context back down, so the chart's sawtooth crosses the threshold before each drop.
     """
     from compaction.models import CompactionEvent
+    from compaction.queue_figures import ticket_figures_refresh
     from core.vocabulary import CompactionStatus
     from tickets.models import Turn
     from tickets.services.lifecycle import open_ticket
@@ -147,4 +148,6 @@ def long_ticket(
     Turn.objects.bulk_create(rows, batch_size=1000)
     CompactionEvent.objects.bulk_create(events, batch_size=1000)
     Ticket.objects.filter(pk=ticket.pk).update(turn_count=turns, context_tokens=rows[-1].context_tokens)
+    # The queue's stored figures of those events, as the compaction services would have kept them.
+    ticket_figures_refresh(tickets=Ticket.objects.filter(pk=ticket.pk))
     return Ticket.objects.get(pk=ticket.pk)

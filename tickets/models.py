@@ -221,6 +221,17 @@ class Ticket(models.Model):
     # The system prompt and the pinned state alone reach the class's threshold (core.tokens.RequestSize.fills_threshold):
     # kept by the state services and the class service, so the queue filters on it with a partial index.
     state_over_threshold = models.BooleanField(default=False)
+    # The queue row's figures of the ticket's compaction events and refusals, stored so a row reads them and
+    # not every event: kept by compaction.queue_figures where an event is created, finishes or is reviewed,
+    # and where a refusal is kept (tickets.services.refused_flag).
+    compaction_count = models.PositiveIntegerField(default=0, help_text="Events whose summary replaced turns.")
+    has_coverage_miss = models.BooleanField(default=False)
+    has_failed = models.BooleanField(default=False)
+    has_forced = models.BooleanField(default=False)
+    has_no_safe_cut = models.BooleanField(default=False)
+    needs_review = models.BooleanField(default=False, help_text="An event worth review has no review yet.")
+    has_refused = models.BooleanField(default=False)
+    pending_deferral = models.BooleanField(default=False, help_text="The newest event is a deferral.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -240,6 +251,14 @@ class Ticket(models.Model):
             models.Index(fields=["-context_tokens", "-id"], name="ticket_tokens_id_desc"),
             models.Index(fields=["-id"], name="ticket_state_full", condition=Q(state_over_threshold=True)),
             models.Index(fields=["-turn_count", "-id"], name="ticket_turns_id_desc"),
+            # The queue's event flags: the few flagged tickets found without reading the others.
+            models.Index(fields=["-id"], name="ticket_needs_review", condition=Q(needs_review=True)),
+            models.Index(fields=["-id"], name="ticket_coverage_miss", condition=Q(has_coverage_miss=True)),
+            models.Index(
+                fields=["-id"], name="ticket_forced", condition=Q(has_forced=True) | Q(has_no_safe_cut=True)
+            ),
+            models.Index(fields=["-id"], name="ticket_failed", condition=Q(has_failed=True)),
+            models.Index(fields=["-id"], name="ticket_refused", condition=Q(has_refused=True)),
         ]
 
     def __str__(self) -> str:

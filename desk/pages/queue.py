@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from django.db import connection
 from django.db.models import (
     BooleanField,
     Case,
-    Count,
     Exists,
     ExpressionWrapper,
     F,
@@ -30,15 +29,13 @@ from django.db.models import (
 )
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, TupleLessThan
-from django.db.models.functions import Cast, Coalesce, Now
+from django.db.models.functions import Cast, Now
 from django.db.models.lookups import Exact
 
-from compaction.models import CompactionEvent
 from compaction.services import state_room
 from core.state import StateItems
-from core.vocabulary import CompactionStatus
 from ledger.models import Reconciliation
-from tickets.models import RefusedAttempt, Ticket, TicketClass
+from tickets.models import Ticket, TicketClass
 
 QUEUE_PAGE_SIZE = 50
 # Up to this many matching tickets the queue counts them; past it, it says "about N" or "N+".
@@ -140,10 +137,6 @@ class QueueCount:
         return f"{self.value:,} {noun}"
 
 
-def _events(**conditions: Any) -> QuerySet[CompactionEvent]:
-    return CompactionEvent.objects.filter(ticket=OuterRef("pk"), **conditions)
-
-
 # A queue row's pinned state has its agent-facing state stored for its version (PinnedState.agent_data).
 _STORED_CURRENT = Exact(
     Cast(KeyTextTransform("version", "pinned_state__agent_data"), IntegerField()), F("pinned_state__version")
@@ -153,17 +146,12 @@ _STORED_CURRENT = Exact(
 def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
     """Tickets for the queue, with their class, pinned state, compaction count and flags.
 
-    Counts and flags are correlated subqueries, so the database evaluates them only for the rows of
-    the page; the search uses the unique ticket id and the indexed order id. The default order is
-    the primary key (newest first): it is indexed, unlike `updated_at` on its own.
+    The compaction count and the event and refusal flags are stored on the ticket (compaction.queue_figures),
+    so a row reads no compaction event; the filters on them use partial indexes. The ledger mismatch is a
+    correlated subquery, evaluated only for the rows of the page; the search uses the unique ticket id and
+    the indexed order id. The default order is the primary key (newest first): it is indexed, unlike
+    `updated_at` on its own.
     """
-    replaced_count = (
-        _events(status__in=CompactionStatus.replacing())
-        .order_by()
-        .values("ticket")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
     tickets = (
         Ticket.objects.select_related("ticket_class", "pinned_state")
         .only(
@@ -184,6 +172,16 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
             "intent_stale_at",
             # Stored, as the filter below reads it (with its partial index): Ticket.state_fills_threshold().
             "state_over_threshold",
+            # Stored by compaction.queue_figures where events and refusals are written: a row reads its
+            # figures, not its events.
+            "compaction_count",
+            "has_coverage_miss",
+            "has_failed",
+            "has_forced",
+            "has_no_safe_cut",
+            "needs_review",
+            "has_refused",
+            "pending_deferral",
         )
         .annotate(
             # The refund total as the stored agent-facing state has it (PinnedState.agent_data), when stored
@@ -203,15 +201,6 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
                 default=F("pinned_state__data"),
                 output_field=JSONField(),
             ),
-            compaction_count=Coalesce(Subquery(replaced_count, output_field=IntegerField()), Value(0)),
-            has_coverage_miss=Exists(_events(coverage_missing_count__gt=0)),
-            has_failed=Exists(_events(status=CompactionStatus.FAILED)),
-            has_forced=Exists(_events(status=CompactionStatus.FORCED)),
-            has_no_safe_cut=Exists(_events(status=CompactionStatus.OVER_BUDGET)),
-            needs_review=Exists(
-                CompactionEvent.objects.filter(ticket=OuterRef("pk")).worth_review().unreviewed()
-            ),
-            has_refused=Exists(RefusedAttempt.objects.filter(ticket=OuterRef("pk"))),
             # The first open mismatch with the payments ledger (its outcome), or None.
             ledger_mismatch=Subquery(
                 Reconciliation.objects.open_mismatches()
@@ -220,17 +209,6 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
                 .values("outcome")[:1]
             ),
             has_stale_intent=ExpressionWrapper(Q(intent_stale_at__lte=Now()), output_field=BooleanField()),
-            # The newest event is a deferral: compaction is due and waits for the next boundary.
-            pending_deferral=Exists(
-                _events(status=CompactionStatus.DEFERRED).filter(
-                    # The newest event of the deferral's own ticket (OuterRef here is the event).
-                    number=Subquery(
-                        CompactionEvent.objects.filter(ticket=OuterRef("ticket"))
-                        .order_by("-number")
-                        .values("number")[:1]
-                    )
-                )
-            ),
         )
     )
     q = filters.q.strip()
@@ -257,8 +235,8 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
         # Over the budget now, not once: a ticket compacted back under it is not flagged.
         tickets = tickets.filter(context_tokens__gt=F("ticket_class__token_budget"))
     if QueueFlag.REFUSED in filters.flags:
-        # The annotations carry the conditions of Ticket.objects.with_refused_attempts() and
-        # with_stale_intents(); filtering on them keeps the page one query with its flags.
+        # The stored flag of Ticket.objects.with_refused_attempts(); the annotation below carries
+        # with_stale_intents(): filtering on them keeps the page one query with its flags.
         tickets = tickets.filter(has_refused=True)
     if QueueFlag.STALE_INTENTS in filters.flags:
         tickets = tickets.filter(has_stale_intent=True)
@@ -278,9 +256,9 @@ def queue_page(filters: QueueFilters, position: QueuePosition, *, size: int = QU
     the index from the other end) and turned back in Python. A cursor that finds nothing (its tickets
     filtered away, or a hand-made one) gives the first page.
 
-    The page's primary keys are chosen in a subquery and the counts and flags computed around it:
-    PostgreSQL then plans them for the page's rows, one index probe each, instead of hashing every
-    compaction event once per page as it does when it expects the whole queue (it ignores the LIMIT
+    The page's primary keys are chosen in a subquery and the ledger's subquery computed around it:
+    PostgreSQL then plans it for the page's rows, one index probe each, instead of hashing every
+    reconciliation once per page as it does when it expects the whole queue (it ignores the LIMIT
     when it chooses).
     """
     fields = _key_fields(filters.sort)

@@ -39,6 +39,7 @@ from tickets.fingerprints import request_fingerprint
 from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, Ticket, agent_data_is_current
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import hold_key, hold_order
+from tickets.services.refused_flag import ticket_refused_mark
 from tickets.services.state_changes import change_pinned_state, check_source, check_turn
 
 
@@ -145,6 +146,7 @@ def record_action(
         earlier_action_id=outcome.earlier_id,
         message=outcome.error.message,
     )
+    ticket_refused_mark(ticket_id=ticket.pk)
     telemetry.guard_decision(
         ticket_id=ticket.ticket_id,
         tool=tool,

@@ -17,6 +17,9 @@ from tickets.models import StateChange, Ticket, Turn
 
 EXPORT_FORMAT = "sundry-ticket-export/2"
 BATCH = 2000
+# Compaction events are read in smaller batches: each carries its summary, coverage and errors (kilobytes,
+# where a turn's row is a few hundred bytes), so a batch of them weighs about what a batch of turns does.
+EVENT_BATCH = 200
 CHUNK_BYTES = 64 * 1024
 
 
@@ -142,7 +145,7 @@ def ticket_export(ticket: Ticket) -> dict[str, Any]:
                         for r in e.reviews.all()
                     ],
                 }
-                for e in events.iterator(chunk_size=BATCH)
+                for e in events.iterator(chunk_size=EVENT_BATCH)
             )
         ),
         "state_changes": Rows(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Case, Count, F, IntegerField, Q, Subquery, Value, When
 from django.http import Http404
 
 from compaction.costs import costs_by_class
@@ -55,6 +56,7 @@ from tickets.models import (
 TIMELINE_WINDOW = 30  # turns
 COMPACTIONS_SHOWN = 6  # compaction pills in the header: the newest, and as many of those worth a look
 REFUSED_SHOWN = 5  # refused attempts listed in the header
+REFUSED_READ = 100  # refused attempts read for one page at most: the header's, the window's and the unplaced
 
 
 def get_ticket(ticket_id: str) -> Ticket:
@@ -134,6 +136,40 @@ def refused_turn(attempt: RefusedAttempt) -> int:
     return attempt.thread_turn or attempt.at_turn or 0
 
 
+def refused_for_page(ticket: Ticket, window: TimelineWindow) -> tuple[list[tuple[RefusedAttempt, int]], int]:
+    """The refused attempts the page shows, newest first with the turn each is shown at, and how many the
+    ticket has: one query of at most REFUSED_READ rows, however many there are.
+
+    It reads the newest REFUSED_SHOWN (the header's), those shown on the window's turns and those placed at
+    no stored turn (shown with the newest turns); past REFUSED_READ, the oldest of the last two are left out.
+    """
+    attempts = RefusedAttempt.objects.filter(ticket=ticket)
+    newest = attempts.order_by("-created_at", "-pk").values("pk")[:REFUSED_SHOWN]
+    total = attempts.order_by().values("ticket").annotate(n=Count("pk")).values("n")
+    rows = (
+        attempts.annotate(
+            # refused_turn(), in SQL: the thread's newest turn then, else the turn it named, else 0.
+            shown_at=Case(
+                When(thread_turn__gt=0, then=F("thread_turn")),
+                When(at_turn__gt=0, then=F("at_turn")),
+                default=Value(0),
+                output_field=IntegerField(),
+            ),
+            total=Subquery(total, output_field=IntegerField()),
+        )
+        .filter(
+            Q(pk__in=newest)
+            | Q(shown_at__gte=window.first, shown_at__lte=window.last)
+            | Q(shown_at__lt=1)
+            | Q(shown_at__gt=ticket.turn_count)
+        )
+        .defer("request")
+        .order_by("-created_at", "-pk")[:REFUSED_READ]
+    )
+    shown: list[tuple[RefusedAttempt, int]] = [(attempt, refused_turn(attempt)) for attempt in rows]
+    return shown, (int(getattr(shown[0][0], "total", 0) or 0) if shown else 0)
+
+
 @dataclass(frozen=True)
 class TicketPage:
     ticket: Ticket
@@ -148,8 +184,10 @@ class TicketPage:
     # Refused attempts whose turn is not on the timeline (none recorded, or past the stored turns): shown
     # with the newest turns.
     unplaced_refused: list[RefusedAttempt] = field(default_factory=list)
-    # Every refused attempt, newest first, each with the turn it is shown at.
+    # The refused attempts the page shows, newest first, each with the turn it is shown at (refused_for_page).
     refused: list[tuple[RefusedAttempt, int]] = field(default_factory=list)
+    # How many the ticket has in all.
+    refused_total: int = 0
     status_changes: list[TicketStatusChange] = field(default_factory=list)
     # The oldest state version / status change shown, when older ones are left for the next page.
     audit_older_than: int | None = None
@@ -182,7 +220,7 @@ class TicketPage:
 
     @property
     def older_refused(self) -> int:
-        return len(self.refused) - len(self.recent_refused)
+        return max(self.refused_total - len(self.recent_refused), 0)
 
     @property
     def status_choices(self) -> list[tuple[str, str]]:
@@ -271,12 +309,7 @@ def ticket_page(
     )
     changes = audit_trail(ticket, limit=AUDIT_WINDOW + 1, before_version=audit_before)
     statuses = status_trail(ticket, limit=STATUS_WINDOW + 1, before=status_before)
-    refused = [
-        (attempt, refused_turn(attempt))
-        for attempt in RefusedAttempt.objects.filter(ticket=ticket)
-        .defer("request")
-        .order_by("-created_at", "-pk")
-    ]
+    refused, refused_total = refused_for_page(ticket, window)
     refused_by_turn: dict[int, list[RefusedAttempt]] = {}
     unplaced: list[RefusedAttempt] = []
     for attempt, number in reversed(refused):
@@ -334,6 +367,7 @@ def ticket_page(
         ),
         unplaced_refused=unplaced if not window.has_newer else [],
         refused=refused,
+        refused_total=refused_total,
         status_changes=statuses[:STATUS_WINDOW],
         status_older_than=statuses[STATUS_WINDOW - 1].pk if len(statuses) > STATUS_WINDOW else None,
     )

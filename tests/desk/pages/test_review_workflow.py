@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from compaction.models import CompactionEvent, CompactionReview
+from compaction.queue_figures import ticket_figures_refresh
 from core.vocabulary import CompactionStatus
 from tests.browser.desk_data import import_seed_t40118
 from tickets.models import Ticket, TicketClass
@@ -33,6 +34,8 @@ def forced_ticket(ticket_id: str, status: str = CompactionStatus.FORCED) -> Tick
         threshold_tokens=3200,
         token_budget=4000,
     )
+    # Made by hand, as the compaction services would have written it: its figures stored as those do.
+    ticket_figures_refresh(tickets=Ticket.objects.filter(pk=ticket.pk))
     return ticket
 
 
