@@ -21,6 +21,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from compaction.models import CompactionEvent
+from compaction.queue_figures import ticket_figures_refresh
 from compaction.selectors import context_figures
 from core.context import summary_message
 from core.tokens import STATE_PREFIX, compact_json, count_message, state_message
@@ -161,6 +162,7 @@ def _long_ticket(source: Ticket, ticket_id: str, turns: int) -> Ticket:
     for n, event in enumerate(unique.values(), start=1):
         event.number = n
     CompactionEvent.objects.bulk_create(unique.values(), batch_size=1000)
+    ticket_figures_refresh(tickets=Ticket.objects.filter(pk=ticket.pk))  # the queue's stored figures
     Ticket.objects.filter(pk=ticket.pk).update(turn_count=turns)
     ticket.refresh_from_db()
     Ticket.objects.filter(pk=ticket.pk).update(context_tokens=context_figures(ticket).total)

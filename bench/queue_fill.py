@@ -16,6 +16,7 @@ from typing import Any
 from django.db import connection, models
 
 from compaction.models import CompactionEvent
+from compaction.queue_figures import ticket_figures_refresh
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
 
 Log = Callable[[str], None]
@@ -164,3 +165,9 @@ def _fill_batch(klass_pk: int, first: int, last: int) -> None:
         cursor.execute(state_sql, state_params)
         cursor.execute(turn_sql, turn_params)
         cursor.execute(event_sql, event_params)
+    # The queue's stored figures (compaction count, flags) from the events just inserted, as the services keep them.
+    ticket_figures_refresh(
+        tickets=Ticket.objects.filter(
+            ticket_id__gte=bounds[0], ticket_id__lte=bounds[1], ticket_id__startswith="Q-"
+        )
+    )
