@@ -40,6 +40,7 @@ from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, Ticke
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import hold_key, hold_order
 from tickets.services.state_changes import change_pinned_state, check_source, check_turn
+from tickets.write_batch import WriteBatch
 
 
 @dataclass(frozen=True)
@@ -431,6 +432,8 @@ def _record_action(
         action.recorded_by_user_id = by.user.pk
 
     op = StateOp.ACTION_INTENDED if action_status == ActionStatus.INTENDED else StateOp.ACTION_TAKEN
+    # The state, the audit row, the ticket's figures and the key's answer: one statement on PostgreSQL.
+    writes = WriteBatch(pinned._state.db or "default")
     action, pinned = change_pinned_state(
         ticket=ticket,
         op=op,
@@ -439,15 +442,19 @@ def _record_action(
         at_turn=turn,
         reason=reason,
         locked=pinned,
+        batch=writes,
     )
     body = _answer(action, pinned)
-    IdempotencyRecord.objects.create(
-        ticket=locked_ticket,
-        key=idempotency_key,
-        fingerprint=fingerprint,
-        response_status=201,
-        response_body=body,
+    writes.insert(
+        IdempotencyRecord(
+            ticket=locked_ticket,
+            key=idempotency_key,
+            fingerprint=fingerprint,
+            response_status=201,
+            response_body=body,
+        )
     )
+    writes.run()
     return ActionRecorded(body=body, replayed=False)
 
 

@@ -93,11 +93,18 @@ def stored_answer(
     return StoredAnswer(status=record.response_status, body=record.response_body)
 
 
-def store_answer(ticket: Ticket, stored_key: str, fingerprint: str, answer: StoredAnswer) -> None:
-    IdempotencyRecord.objects.create(
+def answer_record(
+    ticket: Ticket, stored_key: str, fingerprint: str, answer: StoredAnswer
+) -> IdempotencyRecord:
+    """The row that keeps the answer, unsaved (a state write saves it with its own writes: WriteBatch)."""
+    return IdempotencyRecord(
         ticket=ticket,
         key=stored_key,
         fingerprint=fingerprint,
         response_status=answer.status,
         response_body=answer.body,
     )
+
+
+def store_answer(ticket: Ticket, stored_key: str, fingerprint: str, answer: StoredAnswer) -> None:
+    answer_record(ticket, stored_key, fingerprint, answer).save(force_insert=True)
