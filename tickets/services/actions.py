@@ -10,6 +10,7 @@ one locked transaction, in that order, and every refusal is kept the same way; s
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -270,8 +271,8 @@ def _locked_state(ticket_pk: int, idempotency_key: str) -> QuerySet[PinnedState]
     return (
         PinnedState.objects.select_for_update(of=("self", "ticket"))
         .select_related("ticket__ticket_class")
-        # The items as JSON text, parsed and validated by pydantic in one pass (a long state's largest cost
-        # here); `data` itself is not read: the change is written as an edit of it.
+        # The items as JSON text, parsed once here (not by the driver and again); `data` itself is not read:
+        # the change is written as an edit of it.
         .defer("data", "agent_data")
         .annotate(
             agent_stored=agent_data_is_current(),
@@ -293,7 +294,9 @@ def _lock_for_action(ticket: Ticket, idempotency_key: str) -> PinnedState:
     query's snapshot and its lock, so the answer read with it is decisive."""
     pinned = LOCKED_STATE.get(ticket.pk, idempotency_key, using=ticket._state.db or "default")
     tools = pinned.ticket.ticket_class.tool_catalog
-    pinned.keep_items(StateItems.load_json(pinned.data_text, tools=tools))  # type: ignore[attr-defined]
+    # Not validated: the write validates the item it adds or changes (validate_changes), not every action.
+    stored = json.loads(pinned.data_text)  # type: ignore[attr-defined]
+    pinned.keep_items(StateItems.load_trusted(stored, tools=tools))
     return pinned
 
 

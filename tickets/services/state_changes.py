@@ -24,6 +24,7 @@ from core.state import (
     agent_state,
     items_to_data,
     state_document,
+    validate_changes,
 )
 from core.tokens import RequestSize, state_frame_tokens, state_item_tokens
 from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
@@ -116,6 +117,8 @@ def change_pinned_state[T](
     stored_lists = set(items.model_fields_set)  # the lists the stored document has (validated from it)
     questions_opened = items.questions_opened
     result = mutate(items)
+    # What the operation left, item by item: the items were loaded without validation (load_trusted).
+    validate_changes(items.changes[earlier:])
     pinned.version += 1
     totals_after = items.totals()
     item_changes = items.changes[earlier:]
