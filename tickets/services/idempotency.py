@@ -40,11 +40,16 @@ def hold_key(ticket: Ticket, idempotency_key: str, *, wait: bool) -> None:
         cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [key])
         (acquired,) = cursor.fetchone()
     if not acquired:
-        raise IdempotencyKeyInFlight(
-            f"a request with idempotency key {idempotency_key!r} is still being processed; "
-            "retry it in a moment to get its result",
-            idempotency_key=idempotency_key,
-        )
+        raise key_in_flight(idempotency_key)
+
+
+def key_in_flight(idempotency_key: str) -> IdempotencyKeyInFlight:
+    """The refusal of a request whose key another request holds."""
+    return IdempotencyKeyInFlight(
+        f"a request with idempotency key {idempotency_key!r} is still being processed; "
+        "retry it in a moment to get its result",
+        idempotency_key=idempotency_key,
+    )
 
 
 def hold_order(order_id: str) -> None:
