@@ -108,6 +108,10 @@ ON_POSTGRESQL = connection.vendor == "postgresql"
 TURN_POST_QUERIES = 3 + TRANSACTION
 ACTION_POST_QUERIES = 2 + (1 if ON_POSTGRESQL else 4) + TRANSACTION
 STATE_POST_QUERIES = 2 + (1 if ON_POSTGRESQL else 3) + TRANSACTION
+# intent: an action's. settle: the ticket, the state row locked (and only it), then the state, the audit row
+# and the ticket's open-intent figures (one statement on PostgreSQL, three elsewhere).
+INTENT_POST_QUERIES = ACTION_POST_QUERIES
+SETTLE_PATCH_QUERIES = 2 + (1 if ON_POSTGRESQL else 3) + TRANSACTION
 
 
 @pytest.fixture
@@ -159,3 +163,17 @@ def test_writes_cost_a_constant_number_of_queries(
                 HTTP_IF_MATCH=version,
             )
         assert response.status_code == 200
+        with django_assert_num_queries(INTENT_POST_QUERIES):
+            response = agent.post(
+                url(ticket, "actions"),
+                {"tool": "issue_refund", "item": f"lamp-{index}", "amount_cents": 100, "status": "intended"},
+                format="json",
+                HTTP_IDEMPOTENCY_KEY=f"intent-{index}",
+            )
+        assert response.status_code == 201
+        action_id = response.json()["action"]["id"]
+        with django_assert_num_queries(SETTLE_PATCH_QUERIES):
+            response = agent.patch(
+                url(ticket, f"actions/{action_id}"), {"status": "succeeded"}, format="json"
+            )
+        assert response.status_code == 200 and response.json()["action"]["status"] == "succeeded"
