@@ -156,31 +156,6 @@ class StateItems(BaseModel):
         items._tools = tools
         return items
 
-    @classmethod
-    def load_trusted(cls, data: dict[str, Any], *, tools: ToolCatalog) -> StateItems:
-        """The stored items as `load` gives them, built without validating them: what the desk stored it
-        validated item by item when it wrote it (`validate_changes`), so a write validates the items it
-        changes, not every action of the state. A document of another shape (a key, a list, an item's field
-        that no model knows, or a required field missing) is validated whole, as `load` does."""
-        if not isinstance(data, dict) or not set(data) <= _STATE_KEYS:
-            return cls.load(data, tools=tools)
-        lists: dict[str, Any] = {}
-        for name in ITEM_LISTS:
-            stored = data.get(name, [])
-            built = [_trusted(name, item) for item in stored] if isinstance(stored, list) else None
-            if built is None or None in built:
-                return cls.load(data, tools=tools)
-            lists[name] = built
-        opened = data.get("questions_opened", 0)
-        if not isinstance(opened, int) or isinstance(opened, bool) or opened < 0:
-            return cls.load(data, tools=tools)
-        items = object.__new__(cls)
-        object.__setattr__(items, "__dict__", {**lists, "questions_opened": opened})
-        object.__setattr__(items, "__pydantic_fields_set__", set(data))
-        object.__setattr__(items, "__pydantic_extra__", None)
-        object.__setattr__(items, "__pydantic_private__", {"_tools": tools, "_changes": []})
-        return items
-
     @property
     def tools(self) -> ToolCatalog:
         return self._tools
@@ -374,65 +349,15 @@ class StateItems(BaseModel):
         return action
 
 
-_STATE_KEYS = frozenset((*ITEM_LISTS, "questions_opened"))
 _ITEM_MODELS: dict[str, type[ActionItem] | type[TextItem]] = {
     name: ActionItem if name == "actions_taken" else TextItem for name in ITEM_LISTS
 }
 
 
-def _template(model: type[_Item]) -> tuple[dict[str, Any], frozenset[str], frozenset[str]]:
-    """A model's fields in its order with their defaults (None for a required one), its required fields,
-    all its fields."""
-    values: dict[str, Any] = {}
-    required = set()
-    for name, field in model.model_fields.items():
-        if field.is_required():
-            required.add(name)
-            values[name] = None
-        else:
-            values[name] = None if field.default_factory is not None else field.default
-    return values, frozenset(required), frozenset(values)
-
-
-_TEMPLATES = {model: _template(model) for model in (ActionItem, TextItem)}
-_STATUSES = {status.value: status for status in ActionStatus}
-_ACTOR_KINDS = {kind.value: kind for kind in ActorKind}
-
-
-def _trusted(category: str, data: Any) -> _Item | None:
-    """One stored item built as its model would validate it, without validating it; None when it is not of
-    the model's shape (then the caller validates)."""
-    model = _ITEM_MODELS[category]
-    template, required, known = _TEMPLATES[model]
-    if not isinstance(data, dict) or not required <= data.keys() or not data.keys() <= known:
-        return None
-    values = dict(template)  # the model's field order, which the dumps (and the tokens counted) follow
-    values.update(data)
-    if model is ActionItem:
-        status = _STATUSES.get(values["status"])
-        recorded_by = _ACTOR_KINDS.get(values["recorded_by"])
-        if status is None or recorded_by is None:
-            return None
-        values["status"], values["recorded_by"] = status, recorded_by
-        if "args" not in data:
-            values["args"] = {}
-        intended_at = values["intended_at"]
-        if isinstance(intended_at, str):
-            try:
-                values["intended_at"] = datetime.fromisoformat(intended_at)
-            except ValueError:
-                return None
-    item = object.__new__(model)
-    object.__setattr__(item, "__dict__", values)
-    object.__setattr__(item, "__pydantic_fields_set__", set(data))
-    object.__setattr__(item, "__pydantic_extra__", None)
-    object.__setattr__(item, "__pydantic_private__", None)
-    return item
-
-
 def validate_changes(changes: Iterable[ItemChange]) -> None:
     """Validate the items these changes leave (the added and the changed, in stored form) against their
-    models: what a write checks instead of the whole state. InvalidInput (nothing is written) when one is
+    models: an operation edits its item's fields in place (a settle's status and external_ref), which pydantic
+    does not check on assignment, and the stored document must load again. InvalidInput (nothing is written) when one is
     not, naming the field."""
     for change in changes:
         if change.after is None:

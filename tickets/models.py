@@ -333,14 +333,12 @@ class PinnedState(models.Model):
     def items(self) -> StateItems:
         """The stored items, with the ticket class's tool catalog (select_related("ticket__ticket_class")).
 
-        Built once per version of the row, without validating the items (`StateItems.load_trusted`: each was
-        validated when it was written); the services that change the state hand theirs back (`keep_items`),
-        so a write and its answer read the items once.
+        Validated once per version of the row: the services that change the state hand theirs back
+        (`keep_items`), so a write and its answer read the items once.
         """
         cached = self.__dict__.get("_items")
         if cached is None or cached[0] != self.version:
-            tools = self.ticket.ticket_class.tool_catalog
-            cached = (self.version, StateItems.load_trusted(self.data, tools=tools))
+            cached = (self.version, StateItems.load(self.data, tools=self.ticket.ticket_class.tool_catalog))
             self.__dict__["_items"] = cached
         return cached[1]
 

@@ -10,7 +10,6 @@ one locked transaction, in that order, and every refusal is kept the same way; s
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,8 +270,8 @@ def _locked_state(ticket_pk: int, idempotency_key: str) -> QuerySet[PinnedState]
     return (
         PinnedState.objects.select_for_update(of=("self", "ticket"))
         .select_related("ticket__ticket_class")
-        # The items as JSON text, parsed once here (not by the driver and again); `data` itself is not read:
-        # the change is written as an edit of it.
+        # The items as JSON text, parsed and validated by pydantic in one pass (a long state's largest cost
+        # here); `data` itself is not read: the change is written as an edit of it.
         .defer("data", "agent_data")
         .annotate(
             agent_stored=agent_data_is_current(),
@@ -340,11 +339,13 @@ def _lock_for_action(ticket: Ticket, idempotency_key: str, *, wait: bool) -> Pin
             prior = IdempotencyRecord.objects.using(using).filter(ticket_id=ticket.pk, key=idempotency_key)
             first = prior.values_list("fingerprint", "response_body").first()
             pinned.prior_fingerprint, pinned.prior_body = first or (None, None)  # type: ignore[attr-defined]
-    tools = pinned.ticket.ticket_class.tool_catalog
-    # Not validated: the write validates the item it adds or changes (validate_changes), not every action.
-    stored = json.loads(pinned.data_text)  # type: ignore[attr-defined]
-    pinned.keep_items(StateItems.load_trusted(stored, tools=tools))
     return pinned
+
+
+def _keep_locked_items(pinned: PinnedState) -> None:
+    """The locked row's items, validated from the JSON text it was read with (not for a replay: it needs none)."""
+    tools = pinned.ticket.ticket_class.tool_catalog
+    pinned.keep_items(StateItems.load_json(pinned.data_text, tools=tools))  # type: ignore[attr-defined]
 
 
 @transaction.atomic
@@ -415,6 +416,7 @@ def _record_action(
                 idempotency_key=idempotency_key,
             )
         return ActionRecorded(body=pinned.prior_body, replayed=True)  # type: ignore[attr-defined]
+    _keep_locked_items(pinned)
 
     turn = check_turn(locked_ticket, at_turn)
     items = pinned.items

@@ -117,7 +117,7 @@ def change_pinned_state[T](
     stored_lists = set(items.model_fields_set)  # the lists the stored document has (validated from it)
     questions_opened = items.questions_opened
     result = mutate(items)
-    # What the operation left, item by item: the items were loaded without validation (load_trusted).
+    # What the operation left, item by item (fields edited in place are not checked by pydantic on assignment).
     validate_changes(items.changes[earlier:])
     pinned.version += 1
     totals_after = items.totals()

@@ -1,7 +1,8 @@
-"""A write validates the items it adds or changes, not every action of the state: the stored items are built
-without validation (core.state.StateItems.load_trusted), and what the operation left is validated item by item
-(core.state.validate_changes). Counted on pydantic's own validators, on a state of 2,000 actions; and after
-any sequence of writes the stored state still validates whole and is what the API serves."""
+"""What a write validates, counted on pydantic's own validators on a state of 2,000 actions: the stored state
+once (pydantic's one pass over the JSON text: building the items without it was measured twice as slow, see
+the h39 report), then only the items the operation added or changed (core.state.validate_changes: a field
+edited in place, such as a settle's external_ref, is checked before anything is written). After any sequence
+of writes the stored state still validates whole and is what the API serves."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from core.errors import InvalidInput
-from core.state import ActionItem, StateItems, TextItem, agent_state
+from core.state import ActionItem, StateItems, TextItem
 from core.vocabulary import ActorKind
 from tests.desk.api.conftest import url
-from tests.desk.api.test_state_stored import every_kind_of_change, validated
+from tests.desk.api.test_state_stored import validated
 from tests.factories import chat, supervisor
 from tickets.models import PinnedState, Ticket, TicketClass
 from tickets.services.actions import record_action, settle_action
@@ -88,7 +89,7 @@ def long_state(standard_class: TicketClass) -> Ticket:
     return ticket
 
 
-def test_writes_on_a_long_state_validate_only_the_items_they_change(
+def test_writes_on_a_long_state_validate_the_state_once_and_the_items_they_change(
     long_state: Ticket, validations: list[tuple[str, int]]
 ) -> None:
     ticket = long_state
@@ -123,9 +124,11 @@ def test_writes_on_a_long_state_validate_only_the_items_they_change(
     for name, write in writes.items():
         validations.clear()
         write()
-        # The new or changed item, checked when built and once more as stored: a handful, not 2,000.
-        assert 0 < items_validated(validations) <= 3 or name == "replay", (name, validations)
-        assert all(model != "StateItems" for model, _ in validations), (name, validations)
+        # The stored state once, then the new or changed item (built, then checked as stored): a handful more.
+        states = [size for model, size in validations if model == "StateItems"]
+        assert len(states) == (0 if name == "replay" else 1), (name, validations)
+        if name != "replay":
+            assert 0 < items_validated(validations) - states[0] <= 3, (name, validations)
     assert items_validated(validations) == 0  # a replay validates nothing
 
     # The state these writes left validates whole, and is what is stored to be served.
@@ -137,42 +140,6 @@ def test_writes_on_a_long_state_validate_only_the_items_they_change(
     assert items.find_action(f"A{ACTIONS}").reversed
     assert items.refunded_cents_total == 300
     assert json.dumps(pinned.stored_agent_json()) == json.dumps(validated(ticket))
-
-
-def test_the_trusted_load_is_the_validated_load_at_every_version(busy_ticket: Ticket) -> None:
-    tools = busy_ticket.ticket_class.tool_catalog
-    for what in every_kind_of_change(busy_ticket):
-        data = PinnedState.objects.get(ticket=busy_ticket).data
-        trusted, checked = StateItems.load_trusted(data, tools=tools), StateItems.load(data, tools=tools)
-        assert trusted.model_fields_set == checked.model_fields_set, what
-        assert json.dumps(trusted.model_dump(mode="json")) == json.dumps(checked.model_dump(mode="json")), (
-            what
-        )
-        assert trusted.open_intent_since() == checked.open_intent_since(), what
-        assert trusted.totals() == checked.totals(), what
-        document = {"ticket": "T", "order": "O", "seller_type": "s", "version": 1}
-        assert json.dumps(agent_state(**document, items=trusted)) == json.dumps(
-            agent_state(**document, items=checked)
-        ), what
-
-
-@pytest.mark.parametrize(
-    "data",
-    [
-        {"actions_taken": [{"id": "A1", "tool": "x", "unknown_field": 1}]},
-        {"actions_taken": [{"id": "A1"}]},  # no tool
-        {"actions_taken": [{"id": "A1", "tool": "x", "status": "maybe"}]},
-        {"actions_taken": [{"id": "A1", "tool": "x", "intended_at": "not a time"}]},
-        {"decisions": [{"id": "D1", "text": "ok", "extra": True}]},
-        {"actions_taken": "not a list"},
-        {"questions_opened": -1},
-        {"something_else": []},
-    ],
-)
-def test_a_stored_document_of_another_shape_is_validated_whole(data: dict[str, Any]) -> None:
-    tools = TicketClass(slug="x", token_budget=1000).tool_catalog
-    with pytest.raises(ValueError):  # pydantic's ValidationError, as StateItems.load raises it
-        StateItems.load_trusted(data, tools=tools)
 
 
 def test_a_changed_item_that_breaks_its_model_is_refused_and_nothing_is_written(
@@ -187,11 +154,3 @@ def test_a_changed_item_that_breaks_its_model_is_refused_and_nothing_is_written(
     after = PinnedState.objects.get(ticket=ticket)
     assert (after.version, after.data) == (before.version, before.data)
     assert agent.get(url(ticket, "state")).json() == validated(ticket)
-
-
-@pytest.fixture
-def busy_ticket(standard_class: TicketClass) -> Ticket:
-    ticket = open_ticket(ticket_id="T-\u2011B", order_id="SU-\u20112", seller_type="marketplace",
-                         ticket_class=standard_class)  # fmt: skip
-    chat(ticket, 4)
-    return ticket
