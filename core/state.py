@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, computed_field
 
 from core.errors import InvalidInput
 from core.identity import (
@@ -347,6 +347,27 @@ class StateItems(BaseModel):
             action.external_ref = external_ref
         self._changed("actions_taken", before, action)
         return action
+
+
+_ITEM_MODELS: dict[str, type[ActionItem] | type[TextItem]] = {
+    name: ActionItem if name == "actions_taken" else TextItem for name in ITEM_LISTS
+}
+
+
+def validate_changes(changes: Iterable[ItemChange]) -> None:
+    """Validate the items these changes leave (the added and the changed, in stored form) against their
+    models: an operation edits its item's fields in place (a settle's status and external_ref), which pydantic
+    does not check on assignment, and the stored document must load again. InvalidInput (nothing is written) when one is
+    not, naming the field."""
+    for change in changes:
+        if change.after is None:
+            continue
+        try:
+            _ITEM_MODELS[change.category].model_validate(change.after)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"]) or change.category
+            raise InvalidInput(f"{where}: {error['msg']}", field=where) from None
 
 
 def agent_state(

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
-from django.db.models import JSONField, OuterRef, QuerySet, Subquery, TextField
+from django.db import connections, transaction
+from django.db.models import BooleanField, Func, JSONField, OuterRef, QuerySet, Subquery, TextField, Value
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -38,9 +38,10 @@ from tickets.errors import (
 from tickets.fingerprints import request_fingerprint
 from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, Ticket, agent_data_is_current
 from tickets.services.actors import SYSTEM, Actor
-from tickets.services.idempotency import hold_key, hold_order
+from tickets.services.idempotency import advisory_key, hold_key, hold_order, key_in_flight
 from tickets.services.refused_flag import ticket_refused_mark
 from tickets.services.state_changes import change_pinned_state, check_source, check_turn
+from tickets.write_batch import WriteBatch
 
 
 @dataclass(frozen=True)
@@ -280,22 +281,73 @@ def _locked_state(ticket_pk: int, idempotency_key: str) -> QuerySet[PinnedState]
             prior_fingerprint=Subquery(prior.values("fingerprint")[:1]),
             prior_body=Subquery(prior.values("response_body")[:1], output_field=JSONField()),
         )
-        .filter(ticket_id=ticket_pk)[:2]
+        .filter(ticket_id=ticket_pk)
     )
 
 
 # Compiled once per process: every action takes this lock.
-LOCKED_STATE = CompiledRead(_locked_state, int, str)
+LOCKED_STATE = CompiledRead(lambda ticket_pk, key: _locked_state(ticket_pk, key)[:2], int, str)
 
 
-def _lock_for_action(ticket: Ticket, idempotency_key: str) -> PinnedState:
-    """The state and ticket rows locked, with the class and the first answer to this key (if any), in one
-    query. Call with the key held (`hold_key`): a request with the same key cannot commit between this
-    query's snapshot and its lock, so the answer read with it is decisive."""
-    pinned = LOCKED_STATE.get(ticket.pk, idempotency_key, using=ticket._state.db or "default")
+def _locked_state_holding_key(
+    ticket_pk: int, idempotency_key: str, key: int, *, wait: bool
+) -> QuerySet[PinnedState]:
+    """PostgreSQL: `_locked_state` that takes the key's advisory lock in its own WHERE (waiting for it, or
+    not: then no row comes back and nothing is locked), and reads the state's version in the statement's
+    snapshot beside the locked row's (they differ when the row changed after the snapshot was taken)."""
+    if wait:  # pg_advisory_xact_lock returns void (as text: ''), once it has the lock
+        lock = Func(Value(key), template="(pg_advisory_xact_lock(%(expressions)s)::text = '')",
+                    output_field=BooleanField())  # fmt: skip
+    else:
+        lock = Func(Value(key), function="pg_try_advisory_xact_lock", output_field=BooleanField())
+    seen = PinnedState.objects.filter(ticket_id=OuterRef("ticket_id")).values("version")[:1]
+    return (
+        _locked_state(ticket_pk, idempotency_key)
+        .alias(key_held=lock)
+        .filter(key_held=True)
+        .annotate(snapshot_version=Subquery(seen))[:2]
+    )
+
+
+# The same two ways (a duplicate still in flight waited for, or refused at once), compiled once each.
+LOCKED_STATE_WAITING = CompiledRead(
+    lambda t, k, n: _locked_state_holding_key(t, k, n, wait=True), int, str, int
+)
+LOCKED_STATE_OR_NONE = CompiledRead(
+    lambda t, k, n: _locked_state_holding_key(t, k, n, wait=False), int, str, int
+)
+
+
+def _lock_for_action(ticket: Ticket, idempotency_key: str, *, wait: bool) -> PinnedState:
+    """The state and ticket rows locked, with the class and the first answer to this key (if any), with the
+    key held (`hold_key`'s lock): no request with the same key is then between its reads and its commit.
+
+    Elsewhere than PostgreSQL the key needs no lock and this is one query. On PostgreSQL the key's lock is
+    taken in the same statement: a same-key request that committed after that statement's snapshot and
+    before the lock was taken changed the state row, which the lock then reads at its newest version; the
+    snapshot's own version tells, and only then is the key's answer read again, in a snapshot of its own."""
+    using = ticket._state.db or "default"
+    if connections[using].vendor != "postgresql":
+        hold_key(ticket, idempotency_key, wait=wait)
+        pinned = LOCKED_STATE.get(ticket.pk, idempotency_key, using=using)
+    else:
+        read = LOCKED_STATE_WAITING if wait else LOCKED_STATE_OR_NONE
+        rows = read.all(ticket.pk, idempotency_key, advisory_key(ticket, idempotency_key), using=using)
+        if not rows:
+            PinnedState.objects.using(using).get(ticket_id=ticket.pk)  # DoesNotExist when there is no state
+            raise key_in_flight(idempotency_key)
+        [pinned] = rows
+        if pinned.snapshot_version != pinned.version:  # type: ignore[attr-defined]
+            prior = IdempotencyRecord.objects.using(using).filter(ticket_id=ticket.pk, key=idempotency_key)
+            first = prior.values_list("fingerprint", "response_body").first()
+            pinned.prior_fingerprint, pinned.prior_body = first or (None, None)  # type: ignore[attr-defined]
+    return pinned
+
+
+def _keep_locked_items(pinned: PinnedState) -> None:
+    """The locked row's items, validated from the JSON text it was read with (not for a replay: it needs none)."""
     tools = pinned.ticket.ticket_class.tool_catalog
     pinned.keep_items(StateItems.load_json(pinned.data_text, tools=tools))  # type: ignore[attr-defined]
-    return pinned
 
 
 @transaction.atomic
@@ -355,10 +407,9 @@ def _record_action(
         request_body["source"] = provenance
     fingerprint = request_fingerprint(request_body)
 
-    # Held first: the key's first answer is then read in the lock query's own snapshot, and a concurrent
-    # retry either waits here (then reads that answer) or, for the API, is refused at once.
-    hold_key(ticket, idempotency_key, wait=not refuse_in_flight)
-    pinned = _lock_for_action(ticket, idempotency_key)
+    # The key held with the rows locked: a concurrent retry either waits (then reads the first answer) or,
+    # for the API, is refused at once.
+    pinned = _lock_for_action(ticket, idempotency_key, wait=not refuse_in_flight)
     locked_ticket = pinned.ticket
     if pinned.prior_fingerprint is not None:  # type: ignore[attr-defined]
         if pinned.prior_fingerprint != fingerprint:  # type: ignore[attr-defined]
@@ -367,6 +418,7 @@ def _record_action(
                 idempotency_key=idempotency_key,
             )
         return ActionRecorded(body=pinned.prior_body, replayed=True)  # type: ignore[attr-defined]
+    _keep_locked_items(pinned)
 
     turn = check_turn(locked_ticket, at_turn)
     items = pinned.items
@@ -433,6 +485,8 @@ def _record_action(
         action.recorded_by_user_id = by.user.pk
 
     op = StateOp.ACTION_INTENDED if action_status == ActionStatus.INTENDED else StateOp.ACTION_TAKEN
+    # The state, the audit row, the ticket's figures and the key's answer: one statement on PostgreSQL.
+    writes = WriteBatch(pinned._state.db or "default")
     action, pinned = change_pinned_state(
         ticket=ticket,
         op=op,
@@ -441,15 +495,19 @@ def _record_action(
         at_turn=turn,
         reason=reason,
         locked=pinned,
+        batch=writes,
     )
     body = _answer(action, pinned)
-    IdempotencyRecord.objects.create(
-        ticket=locked_ticket,
-        key=idempotency_key,
-        fingerprint=fingerprint,
-        response_status=201,
-        response_body=body,
+    writes.insert(
+        IdempotencyRecord(
+            ticket=locked_ticket,
+            key=idempotency_key,
+            fingerprint=fingerprint,
+            response_status=201,
+            response_body=body,
+        )
     )
+    writes.run()
     return ActionRecorded(body=body, replayed=False)
 
 

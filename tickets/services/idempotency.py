@@ -40,11 +40,16 @@ def hold_key(ticket: Ticket, idempotency_key: str, *, wait: bool) -> None:
         cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [key])
         (acquired,) = cursor.fetchone()
     if not acquired:
-        raise IdempotencyKeyInFlight(
-            f"a request with idempotency key {idempotency_key!r} is still being processed; "
-            "retry it in a moment to get its result",
-            idempotency_key=idempotency_key,
-        )
+        raise key_in_flight(idempotency_key)
+
+
+def key_in_flight(idempotency_key: str) -> IdempotencyKeyInFlight:
+    """The refusal of a request whose key another request holds."""
+    return IdempotencyKeyInFlight(
+        f"a request with idempotency key {idempotency_key!r} is still being processed; "
+        "retry it in a moment to get its result",
+        idempotency_key=idempotency_key,
+    )
 
 
 def hold_order(order_id: str) -> None:
@@ -93,11 +98,18 @@ def stored_answer(
     return StoredAnswer(status=record.response_status, body=record.response_body)
 
 
-def store_answer(ticket: Ticket, stored_key: str, fingerprint: str, answer: StoredAnswer) -> None:
-    IdempotencyRecord.objects.create(
+def answer_record(
+    ticket: Ticket, stored_key: str, fingerprint: str, answer: StoredAnswer
+) -> IdempotencyRecord:
+    """The row that keeps the answer, unsaved (a state write saves it with its own writes: WriteBatch)."""
+    return IdempotencyRecord(
         ticket=ticket,
         key=stored_key,
         fingerprint=fingerprint,
         response_status=answer.status,
         response_body=answer.body,
     )
+
+
+def store_answer(ticket: Ticket, stored_key: str, fingerprint: str, answer: StoredAnswer) -> None:
+    answer_record(ticket, stored_key, fingerprint, answer).save(force_insert=True)

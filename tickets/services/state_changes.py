@@ -24,6 +24,7 @@ from core.state import (
     agent_state,
     items_to_data,
     state_document,
+    validate_changes,
 )
 from core.tokens import RequestSize, state_frame_tokens, state_item_tokens
 from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
@@ -32,7 +33,8 @@ from tickets.errors import StaleVersion
 from tickets.fingerprints import request_fingerprint
 from tickets.models import PinnedState, StateChange, Ticket, agent_data_is_current
 from tickets.services.actors import SYSTEM, Actor
-from tickets.services.idempotency import StoredAnswer, hold_key, scoped_key, store_answer, stored_answer
+from tickets.services.idempotency import StoredAnswer, answer_record, hold_key, scoped_key, stored_answer
+from tickets.write_batch import WriteBatch
 
 
 def lock_pinned_state(ticket: Ticket) -> PinnedState:
@@ -82,6 +84,7 @@ def change_pinned_state[T](
     reason: str = "",
     expected_version: int | None = None,
     locked: PinnedState | None = None,
+    batch: WriteBatch | None = None,
 ) -> tuple[T, PinnedState]:
     """Lock the pinned state, check the version, apply `mutate`, bump the version, write the audit row.
 
@@ -90,8 +93,13 @@ def change_pinned_state[T](
     operation changed (and of the frame: version, totals), the audit row keeps those items, not copies of the
     state, and the ticket's stored context size and `open_intent_since` move in one update. When `mutate`
     returns an item (an action, a constraint, ...), the audit row names it.
+
+    The state row, the audit row and the ticket's figures are written together (`WriteBatch`: one statement
+    on PostgreSQL). With `batch`, they are added to the caller's, which runs it with its own writes (an
+    action's idempotency answer); without, they are sent before this returns.
     """
     pinned = locked if locked is not None else lock_pinned_state(ticket)
+    writes = batch if batch is not None else WriteBatch(pinned._state.db or "default")
     if expected_version is not None and expected_version != pinned.version:
         raise StaleVersion(
             f"the pinned state is at version {pinned.version}, not {expected_version}: "
@@ -109,6 +117,8 @@ def change_pinned_state[T](
     stored_lists = set(items.model_fields_set)  # the lists the stored document has (validated from it)
     questions_opened = items.questions_opened
     result = mutate(items)
+    # What the operation left, item by item (fields edited in place are not checked by pydantic on assignment).
+    validate_changes(items.changes[earlier:])
     pinned.version += 1
     totals_after = items.totals()
     item_changes = items.changes[earlier:]
@@ -132,7 +142,8 @@ def change_pinned_state[T](
             )
         else:  # none stored, or not of this version: written in full, once
             agent = agent_document(pinned, items)
-        PinnedState.objects.filter(pk=pinned.pk).update(
+        writes.update(
+            PinnedState.objects.filter(pk=pinned.pk),
             data=json_edits.EditJSON("data", edits),
             agent_data=agent,
             version=pinned.version,
@@ -147,7 +158,15 @@ def change_pinned_state[T](
     else:
         pinned.data = items_to_data(items)
         pinned.agent_data = agent_document(pinned, items)
-        pinned.save(update_fields=["data", "agent_data", "version", "tokens", "updated_at"])
+        pinned.updated_at = timezone.now()
+        writes.update(
+            PinnedState.objects.filter(pk=pinned.pk),
+            data=pinned.data,
+            agent_data=pinned.agent_data,
+            version=pinned.version,
+            tokens=pinned.tokens,
+            updated_at=pinned.updated_at,
+        )
     pinned.agent_stored = True  # type: ignore[attr-defined]  # a later change on this copy edits it too
     pinned.keep_items(items)
     moved = {
@@ -155,19 +174,21 @@ def change_pinned_state[T](
         for name in totals_after
         if totals_before[name] != totals_after[name]
     }
-    StateChange.objects.create(
-        ticket=owner,
-        op=op,
-        actor_kind=by.kind,
-        actor=by.user,
-        from_version=pinned.version - 1,
-        to_version=pinned.version,
-        change={"items": [c.as_json() for c in item_changes], **({"totals": moved} if moved else {})},
-        after_tokens=pinned.tokens,
-        at_turn=at_turn,
-        thread_turn=owner.turn_count,
-        subject_id=getattr(result, "id", "") or "",
-        reason=reason,
+    writes.insert(
+        StateChange(
+            ticket=owner,
+            op=op,
+            actor_kind=by.kind,
+            actor=by.user,
+            from_version=pinned.version - 1,
+            to_version=pinned.version,
+            change={"items": [c.as_json() for c in item_changes], **({"totals": moved} if moved else {})},
+            after_tokens=pinned.tokens,
+            at_turn=at_turn,
+            thread_turn=owner.turn_count,
+            subject_id=getattr(result, "id", "") or "",
+            reason=reason,
+        )
     )
     fields: dict[str, Any] = {}
     if delta:
@@ -182,7 +203,9 @@ def change_pinned_state[T](
         stale_at = open_since + owner.ticket_class.intent_timeout if open_since else None
         fields.update(open_intent_since=open_since, intent_stale_at=stale_at)
     if fields:
-        Ticket.objects.filter(pk=owner.pk).update(**fields)
+        writes.update(Ticket.objects.filter(pk=owner.pk), **fields)
+    if batch is None:
+        writes.run()
     # The locked row was read fresh; the caller's copy follows it.
     owner.context_tokens += delta
     owner.open_intent_since = open_since
@@ -314,11 +337,12 @@ def change_state(
     reason: str = "",
     by: Actor = SYSTEM,
     source: str | None = None,
+    batch: WriteBatch | None = None,
 ) -> PinnedState:
     """An agent's state change other than an action: a constraint, a question opened or resolved, a decision.
 
     A resolved question is named by its id (`Q2`) or its exact text (case aside). `source` says how the agent
-    knows it (a customer turn, its own inference, ...).
+    knows it (a customer turn, its own inference, ...). With `batch`, its writes wait in it for the caller.
     """
     provenance = check_source(source)
     if op not in AGENT_STATE_OPS:
@@ -332,6 +356,7 @@ def change_state(
         at_turn=turn,
         expected_version=expected_version,
         reason=reason,
+        batch=batch,
     )
     return pinned
 
@@ -371,6 +396,7 @@ def change_state_once(
     first = stored_answer(ticket, stored, fingerprint, shown_key=idempotency_key)
     if first is not None:
         return StateChanged(status=first.status, body=first.body, replayed=True)
+    writes = WriteBatch(ticket._state.db or "default")
     pinned = change_state(
         ticket=ticket,
         op=op,
@@ -379,9 +405,11 @@ def change_state_once(
         expected_version=expected_version,
         by=by,
         source=source,
+        batch=writes,
     )
     answer = StoredAnswer(status=200, body=pinned.agent_json())
-    store_answer(ticket, stored, fingerprint, answer)
+    writes.insert(answer_record(ticket, stored, fingerprint, answer))  # with the change, in one statement
+    writes.run()
     return StateChanged(status=answer.status, body=answer.body)
 
 

@@ -96,15 +96,22 @@ def test_ticket_detail_and_compactions_cost_a_constant_number_of_queries(
 # tests run on a committed database, so no test transaction adds a savepoint around it).
 # The token is cached after the first request (tickets.accounts.TokenCache): no write reads it again.
 # turn: the ticket, the row locked and numbered by the update that moves its figures (RETURNING), the insert.
-# action: the ticket, the state and ticket rows locked with the key's first answer, the state,
-# the audit row, the ticket's figures, the key's answer (+1 on PostgreSQL: the advisory lock that answers a
-# duplicate key still in flight with 409 at once).
-# state: the ticket, the rows locked, the state, the audit row, the ticket's figures.
+# action: the ticket, the state and ticket rows locked with the key's first answer (on PostgreSQL the key's
+# advisory lock taken in the same statement, which answers a duplicate key still in flight with 409 at once),
+# then its writes: on PostgreSQL the state, the audit row, the ticket's figures and the key's answer in one
+# statement (tickets.write_batch); elsewhere the four one by one.
+# state: the ticket, the rows locked, then the state, the audit row and the ticket's figures (one statement on
+# PostgreSQL, three elsewhere).
 # Each also sends BEGIN and COMMIT, which Django records as statements of their own.
 TRANSACTION = 2
+ON_POSTGRESQL = connection.vendor == "postgresql"
 TURN_POST_QUERIES = 3 + TRANSACTION
-ACTION_POST_QUERIES = 6 + (1 if connection.vendor == "postgresql" else 0) + TRANSACTION
-STATE_POST_QUERIES = 5 + TRANSACTION
+ACTION_POST_QUERIES = 2 + (1 if ON_POSTGRESQL else 4) + TRANSACTION
+STATE_POST_QUERIES = 2 + (1 if ON_POSTGRESQL else 3) + TRANSACTION
+# intent: an action's. settle: the ticket, the state row locked (and only it), then the state, the audit row
+# and the ticket's open-intent figures (one statement on PostgreSQL, three elsewhere).
+INTENT_POST_QUERIES = ACTION_POST_QUERIES
+SETTLE_PATCH_QUERIES = 2 + (1 if ON_POSTGRESQL else 3) + TRANSACTION
 
 
 @pytest.fixture
@@ -156,3 +163,17 @@ def test_writes_cost_a_constant_number_of_queries(
                 HTTP_IF_MATCH=version,
             )
         assert response.status_code == 200
+        with django_assert_num_queries(INTENT_POST_QUERIES):
+            response = agent.post(
+                url(ticket, "actions"),
+                {"tool": "issue_refund", "item": f"lamp-{index}", "amount_cents": 100, "status": "intended"},
+                format="json",
+                HTTP_IDEMPOTENCY_KEY=f"intent-{index}",
+            )
+        assert response.status_code == 201
+        action_id = response.json()["action"]["id"]
+        with django_assert_num_queries(SETTLE_PATCH_QUERIES):
+            response = agent.patch(
+                url(ticket, f"actions/{action_id}"), {"status": "succeeded"}, format="json"
+            )
+        assert response.status_code == 200 and response.json()["action"]["status"] == "succeeded"

@@ -1,0 +1,81 @@
+"""A write's independent UPDATEs and INSERTs sent as one statement on PostgreSQL, one by one elsewhere.
+
+After a state change has its rows locked, what it writes (the state row, the audit row, the ticket's figures,
+an action's idempotency answer) depends on nothing another of them returns: on PostgreSQL they go as data-
+modifying CTEs of one statement (`WITH w0 AS (UPDATE ...), w1 AS (INSERT ...) SELECT 1`), one round trip for
+all. Each part is compiled by Django's own UPDATE and INSERT compilers (field preparation, `auto_now_add`,
+JSON adaptation as `update()` and `create()` do them); on any other database each runs as those calls would.
+
+The parts see one snapshot and not one another's effects: only writes that touch different rows, and read
+nothing another part writes, may share a batch. An inserted row gets no primary key back (nobody reads it).
+Model signals are not sent for the rows written here (none of these models has a receiver).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connections
+from django.db.models import Model, QuerySet
+from django.db.models.sql import InsertQuery, UpdateQuery
+
+
+class WriteBatch:
+    """Collect `update`s and `insert`s, then `run` them: one statement on PostgreSQL."""
+
+    def __init__(self, using: str = "default") -> None:
+        self.using = using
+        self._parts: list[tuple[str, tuple[Any, ...]]] = []
+        self._plain: list[Callable[[], object]] = []
+
+    @property
+    def one_statement(self) -> bool:
+        return connections[self.using].vendor == "postgresql"
+
+    def __len__(self) -> int:
+        return len(self._plain)
+
+    def update(self, queryset: QuerySet[Any], **values: Any) -> None:
+        """`queryset.update(**values)`, batched (the row count is not returned)."""
+        queryset = queryset.using(self.using)
+        self._plain.append(lambda: queryset.update(**values))
+        if not self.one_statement:
+            return
+        query = queryset.query.chain(UpdateQuery)
+        query.add_update_values(values)  # type: ignore[attr-defined]
+        query.annotations = {}
+        sql, params = query.get_compiler(self.using).as_sql()
+        self._parts.append((sql, tuple(params)))
+
+    def insert(self, obj: Model) -> None:
+        """`obj.save(force_insert=True)` of a new row whose primary key the database assigns, batched."""
+        meta = obj._meta
+        self._plain.append(lambda: obj.save(force_insert=True, using=self.using))
+        if not self.one_statement:
+            return
+        if obj.pk is not None:
+            raise ValueError("a batched insert leaves the primary key to the database")
+        fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field and not f.generated]
+        query = InsertQuery(meta.model)
+        query.insert_values(fields, [obj])
+        ((sql, params),) = query.get_compiler(self.using).as_sql()
+        self._parts.append((sql, tuple(params)))
+
+    def run(self) -> None:
+        """Send what was collected: one statement on PostgreSQL, each write on its own elsewhere."""
+        if not self._plain:
+            return
+        if not self.one_statement:
+            for write in self._plain:
+                write()
+        elif len(self._parts) == 1:
+            with connections[self.using].cursor() as cursor:
+                cursor.execute(*self._parts[0])
+        else:
+            ctes = ", ".join(f"w{n} AS ({sql})" for n, (sql, _) in enumerate(self._parts))
+            params = [p for _, part in self._parts for p in part]
+            with connections[self.using].cursor() as cursor:
+                cursor.execute(f"WITH {ctes} SELECT 1", params)
+        self._parts.clear()
+        self._plain.clear()
