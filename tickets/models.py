@@ -224,7 +224,9 @@ class Ticket(models.Model):
     # The queue row's figures of the ticket's compaction events and refusals, stored so a row reads them and
     # not every event: kept by compaction.queue_figures where an event is created, finishes or is reviewed,
     # and where a refusal is kept (tickets.services.refused_flag).
-    compaction_count = models.PositiveIntegerField(default=0, help_text="Events whose summary replaced turns.")
+    compaction_count = models.PositiveIntegerField(
+        default=0, help_text="Events whose summary replaced turns."
+    )
     has_coverage_miss = models.BooleanField(default=False)
     has_failed = models.BooleanField(default=False)
     has_forced = models.BooleanField(default=False)
