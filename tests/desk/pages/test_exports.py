@@ -49,8 +49,8 @@ def test_metrics_page_draws_a_chart_per_figure_and_counts_the_miss(
     sam: Client, scenario: dict, django_assert_num_queries: Any
 ) -> None:
     import_seed_t40118(scenario)
-    # session, user, roles, figures, savings, days, refused repeats, ledger
-    with django_assert_num_queries(8):
+    # session, user, roles, figures, savings (compactions, working turns), days, refused repeats, ledger
+    with django_assert_num_queries(9):
         html = sam.get("/metrics/").content.decode()
     for key in ("compactions", "failures", "misses", "tokens_saved", "cost_usd"):
         assert f'data-figure="{key}"' in html

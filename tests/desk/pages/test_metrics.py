@@ -17,9 +17,9 @@ def test_metrics_show_compactions_and_tokens_saved_per_class(
 ) -> None:
     ticket = import_t40118(scenario)
     client.force_login(supervisor())
-    # session + user + roles + per-class figures + what they saved + per-class-and-day figures + refused
-    # attempts + ledger
-    with django_assert_num_queries(8):
+    # session + user + roles + per-class figures + what they saved (the compactions, their tickets' working
+    # turns) + per-class-and-day figures + refused attempts + ledger
+    with django_assert_num_queries(9):
         html = client.get("/metrics/").content.decode()
     row = html[html.index("<td>standard-8k</td>") :]
     row = row[: row.index("</tr>")]

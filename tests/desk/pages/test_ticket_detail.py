@@ -15,8 +15,8 @@ pytestmark = pytest.mark.django_db
 
 # session + user + roles + ticket (with class and pinned state) + the window's turns + the chart's figures
 # of every turn + compaction events + audit trail + its reviews + refused attempts + status changes + ledger outcomes
-# + what the compactions saved (the cost card: tokens not re-sent, compaction/turn)
-DETAIL_QUERIES = 13
+# + what the compactions saved (the cost card: the compactions, then their working turns)
+DETAIL_QUERIES = 14
 
 
 @pytest.mark.parametrize("until", [4, 26])
