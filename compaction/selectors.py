@@ -19,7 +19,8 @@ from core.state import StateItems, agent_state, model_state, replay_changes
 from core.tokens import REPLY_PRIMING_TOKENS
 from core.vocabulary import CompactionStatus
 from tickets.compiled_reads import CompiledRead
-from tickets.models import PinnedState, StateChange, Ticket, Turn
+from tickets.models import SERVED_COLUMNS, SERVED_TAIL, PinnedState, StateChange, Ticket, Turn
+from tickets.served_state import served_document
 
 
 @dataclass(frozen=True)
@@ -68,10 +69,28 @@ class ActiveSummary:
 @cache
 def context_tickets() -> QuerySet[Ticket]:
     """All tickets with_active_summary(), built once per process: filtering it clones the annotated query
-    instead of resolving its subqueries again on every context read."""
-    # The state's items are not read: the context serves the stored agent-facing state (PinnedState.agent_data),
-    # and reads `data` (one more query) only for a state with none of its version stored.
-    return with_active_summary(Ticket.objects.order_by()).defer("pinned_state__data")
+    instead of resolving its subqueries again on every context read.
+
+    Only the columns the context is made of are read (each column costs its conversion on every read): the
+    ticket's prompt and identifiers, the class's budget, the state's version, tokens and the model's served
+    texts (tickets.served_state); not its items nor its stored document. A state with no served text of its
+    version is built from its items (read then: one more query, and its class's catalog: one more)."""
+    return with_active_summary(Ticket.objects.order_by()).only(
+        "ticket_id",
+        "order_id",
+        "seller_type",
+        "ticket_class_id",
+        "system_prompt",
+        "system_prompt_tokens",
+        "ticket_class__token_budget",
+        "ticket_class__compaction_threshold",
+        "pinned_state__ticket_id",
+        "pinned_state__version",
+        "pinned_state__tokens",
+        "pinned_state__served_version",
+        *(f"pinned_state__{column}" for name, column in SERVED_COLUMNS.items() if name != "actions_taken"),
+        f"pinned_state__{SERVED_TAIL}",
+    )
 
 
 # The agent's context read, compiled once per process (it runs on every turn): the ticket by its id with
@@ -218,13 +237,15 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
     active = active_summary(ticket, through_turn)
     first_active = active.first_active_turn if active else 1
 
+    state: dict[str, Any] | str
     if through_turn is None:
         pinned = ticket.pinned_state
         pinned.ticket = ticket
-        state_json = model_state(pinned.agent_json())
+        stored = served_document(pinned, ticket, model=True)  # when read (context_tickets()) and current
+        state = stored if stored is not None else model_state(pinned.agent_json())
         state_tokens = pinned.tokens
     else:
-        state_json, state_tokens = state_as_of_turn(ticket, through_turn)
+        state, state_tokens = state_as_of_turn(ticket, through_turn)
 
     if through_turn is None:
         rows: Iterable[Any] = TURNS_FROM.iterator(
@@ -250,7 +271,7 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
     return AssembledContext(
         pending_compaction=pending,
         system_prompt=ticket.system_prompt,
-        pinned_state=state_json,
+        state=state,
         summary=active.summary if active else None,
         summary_covers=covers,
         turns=turns,

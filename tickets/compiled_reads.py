@@ -14,6 +14,7 @@ when it is compiled, not on later calls).
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ class CompiledRead[M: Model]:
         self._build = build
         self._kinds = kinds
         self._compiled: dict[str, _Compiled] = {}
+        self._converters: dict[tuple[str, int], Any] = {}  # per alias and connection object
         self._lock = threading.Lock()
 
     def _compile(self, alias: str) -> _Compiled:
@@ -107,9 +109,23 @@ class CompiledRead[M: Model]:
         # A compiler of this call's own, on this thread's connection, answering with the compiled SQL.
         compiler = SQLCompiler.__new__(type(compiled.compiler))
         compiler.__dict__.update(compiled.compiler.__dict__)
-        compiler.connection = connections[using]
+        connection = compiler.connection = connections[using]
         sql, bound = compiled.sql, tuple(params)
         compiler.as_sql = lambda *args, **kwargs: (sql, bound)  # type: ignore[method-assign]
+        # The row converters depend on the selected columns and the connection only: found once per connection
+        # object (Django looks them up again on every call: 64 lookups for the context's ticket).
+        selected = [column for column, *_ in compiler.select[: compiler.col_count]]
+        key = (using, id(connection))
+        found = self._converters.get(key)
+        if found is None:
+            found = self._converters[key] = type(compiler).get_converters(compiler, selected)
+        real = compiler.get_converters
+
+        def converters(expressions: list[Any]) -> Any:
+            same = len(expressions) == len(selected) and all(map(operator.is_, expressions, selected))
+            return found if same else real(expressions)
+
+        compiler.get_converters = converters  # type: ignore[method-assign]
         # A shallow copy of the built queryset (copy.copy would evaluate it) with that compiler.
         queryset: QuerySet[M] = QuerySet.__new__(type(compiled.queryset))
         queryset.__dict__.update(compiled.queryset.__dict__)
@@ -117,6 +133,16 @@ class CompiledRead[M: Model]:
         # `_query`, not the `query` setter: that would turn a values_list() into values().
         queryset._query = _CompiledQuery(compiled.queryset.query, compiler)  # type: ignore[attr-defined]
         return queryset
+
+    def rows(self, *values: Any, using: str = "default") -> list[tuple[Any, ...]]:
+        """The rows as the database answers them, one tuple per row in the order of the selected columns (the
+        model's own columns, then related ones): no model instances, no converters. For columns whose
+        database value is already the Python value (text, integers), on the hottest reads."""
+        queryset = self._queryset(values, using)
+        sql, params = queryset._query.get_compiler(using).as_sql()  # type: ignore[attr-defined]
+        with connections[using].cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
 
     def iterator(self, *values: Any, using: str = "default") -> Iterator[M]:
         queryset = self._queryset(values, using)

@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Exists, F, IntegerField, OuterRef, Q, Value
+from django.db.models import Exists, ExpressionWrapper, F, IntegerField, OuterRef, Q, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Floor, Now
 from django.db.models.lookups import Exact
@@ -320,6 +320,11 @@ class Turn(models.Model):
         return f"{self.ticket_id} #{self.number} {self.role}"
 
 
+def _served_text() -> models.TextField[str | None, str | None]:
+    # NULL is not "": "" is an empty list; NULL a text an edit dropped (tickets.served_state), never served.
+    return models.TextField(default="", null=True, blank=True, editable=False)
+
+
 class PinnedState(models.Model):
     """One per ticket. `data` is validated by tickets.state.StateItems; `version` bumps on every change."""
 
@@ -337,6 +342,16 @@ class PinnedState(models.Model):
         "services that change it (edited in place, item by item): a read serves it as stored, with no "
         "validation. Trusted only while its own version is the row's; else the state is computed from `data`.",
     )
+    # The agent-facing state at `served_version` as the text it is served as (core.state_text): each list's
+    # items as JSON joined with commas, edited in place with `data`; the state and context GETs join them with
+    # the head and send the text unparsed. Trusted only while `served_version` is the row's version.
+    served_version = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    served_actions = _served_text()
+    served_model_actions = _served_text()
+    served_constraints = _served_text()
+    served_questions = _served_text()
+    served_decisions = _served_text()
+    served_tail = _served_text()
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -385,6 +400,32 @@ class PinnedState(models.Model):
 def agent_data_is_current() -> Exact:
     """SQL: the row's stored agent-facing state is of the row's version (false when there is none)."""
     return Exact(Cast(KT("agent_data__version"), IntegerField()), F("version"))
+
+
+# What a write's locked read of the state leaves unread (it edits them in place) and what it asks instead:
+# whether each is of the row's version, so that an edit applies and a stale copy is written in full.
+# The column of each list's served text (core.state_text.TEXT_LISTS), and of the totals.
+SERVED_COLUMNS = {
+    "actions_taken": "served_actions",
+    "customer_constraints": "served_constraints",
+    "open_questions": "served_questions",
+    "decisions": "served_decisions",
+    "model_actions": "served_model_actions",
+}
+SERVED_TAIL = "served_tail"
+STORED_STATE_COLUMNS = ("agent_data", *SERVED_COLUMNS.values(), SERVED_TAIL)
+
+
+def stored_state_flags() -> dict[str, Any]:
+    """`agent_stored`, `texts_stored`: each copy is of the row's version (and no text was dropped by an edit
+    that did not find its item: tickets.served_state)."""
+    texts = Q(served_version=F("version")) & Q(
+        *(Q(**{f"{column}__isnull": False}) for column in (*SERVED_COLUMNS.values(), SERVED_TAIL))
+    )
+    return {
+        "agent_stored": agent_data_is_current(),
+        "texts_stored": ExpressionWrapper(texts, output_field=models.BooleanField()),
+    }
 
 
 class StateChange(models.Model):

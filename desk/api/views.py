@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.vocabulary import ActorKind
-from desk.api import headers, schema, selectors, serializers
+from desk.api import fast_reads, headers, schema, selectors, serializers
 from desk.api.authentication import HashedTokenAuthentication
 from desk.api.exceptions import desk_exception_handler
 from desk.api.parsers import BoundedJSONParser
@@ -174,6 +174,15 @@ ETAG_HEADER = OpenApiParameter(
 
 class StateView(DeskAPIView):
     """The pinned state: read it (ETag = version), change it with If-Match."""
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        # An agent's plain read: the stored text, past DRF (desk.api.fast_reads); anything else below.
+        if request.method == "GET":
+            self.headers = self.default_response_headers
+            answer = fast_reads.state(request, kwargs["ticket_id"], self.headers["Allow"])
+            if answer is not None:
+                return answer
+        return super().dispatch(request, *args, **kwargs)
 
     @extend_schema(
         operation_id="get_state",
@@ -388,6 +397,15 @@ class HistoryView(DeskAPIView):
 
 class ContextView(DeskAPIView):
     """System prompt, pinned state, active summary and the turns since: what to send the model next."""
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        # An agent's plain read: the state's stored text put in as it is, past DRF (desk.api.fast_reads).
+        if request.method == "GET":
+            self.headers = self.default_response_headers
+            answer = fast_reads.context(request, kwargs["ticket_id"], self.headers["Allow"])
+            if answer is not None:
+                return answer
+        return super().dispatch(request, *args, **kwargs)
 
     @extend_schema(
         operation_id="get_context",

@@ -36,7 +36,14 @@ from tickets.errors import (
     RepeatRefused,
 )
 from tickets.fingerprints import request_fingerprint
-from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, Ticket, agent_data_is_current
+from tickets.models import (
+    STORED_STATE_COLUMNS,
+    IdempotencyRecord,
+    PinnedState,
+    RefusedAttempt,
+    Ticket,
+    stored_state_flags,
+)
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import advisory_key, hold_key, hold_order, key_in_flight
 from tickets.services.refused_flag import ticket_refused_mark
@@ -237,7 +244,7 @@ def _order_used_cents(ticket: Ticket, effect: str) -> int:
     """What the order's other tickets hold of this money effect (succeeded or reserved)."""
     others = (
         PinnedState.objects.select_related("ticket__ticket_class")
-        .defer("agent_data")
+        .defer(*STORED_STATE_COLUMNS)
         .filter(ticket__order_id=ticket.order_id)
         .exclude(ticket_id=ticket.pk)
     )
@@ -274,9 +281,9 @@ def _locked_state(ticket_pk: int, idempotency_key: str) -> QuerySet[PinnedState]
         .select_related("ticket__ticket_class")
         # The items as JSON text, parsed and validated by pydantic in one pass (a long state's largest cost
         # here); `data` itself is not read: the change is written as an edit of it.
-        .defer("data", "agent_data")
+        .defer("data", *STORED_STATE_COLUMNS)
         .annotate(
-            agent_stored=agent_data_is_current(),
+            **stored_state_flags(),
             data_text=Cast("data", TextField()),
             prior_fingerprint=Subquery(prior.values("fingerprint")[:1]),
             prior_body=Subquery(prior.values("response_body")[:1], output_field=JSONField()),
@@ -551,8 +558,8 @@ def _lock_state_only(ticket: Ticket) -> PinnedState:
     return (
         PinnedState.objects.select_for_update(of=("self",))
         .select_related("ticket__ticket_class")
-        .defer("agent_data")
-        .annotate(agent_stored=agent_data_is_current())
+        .defer(*STORED_STATE_COLUMNS)
+        .annotate(**stored_state_flags())
         .get(ticket=ticket)
     )
 

@@ -1,0 +1,91 @@
+"""The pinned state's served texts (core.state_text) in their columns: written in full, edited in place by the
+database, and joined for a read.
+
+An edit names the item's whole old text (it holds the item's unique id): the database finds it between
+commas and replaces or removes it. When it is not there, the column becomes NULL rather than wrong, and the
+row's texts stop being trusted (reads build the state from its items; the next change writes them in full).
+PostgreSQL and SQLite spell the edits; elsewhere the caller writes the texts in full.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import F, Func, TextField
+from django.db.models.sql.compiler import SQLCompiler
+
+from core.state_text import MODEL_ACTIONS, head_text, list_texts, served_text, tail_text
+from tickets.models import SERVED_COLUMNS, SERVED_TAIL, PinnedState, Ticket
+
+# Each database's spelling: `{col}` the column (read once per edit), `%s` the values.
+_SPELLINGS = {
+    "postgresql": {
+        "append": "ltrim({col} || ',' || %s, ',')",
+        "swap": "(CASE WHEN strpos(',' || {col} || ',', %s) > 0 THEN btrim(replace(',' || {col} || ',', %s, %s), ',') END)",
+    },
+    "sqlite": {
+        "append": "ltrim({col} || ',' || %s, ',')",
+        "swap": "(CASE WHEN instr(',' || {col} || ',', %s) > 0 THEN trim(replace(',' || {col} || ',', %s, %s), ',') END)",
+    },
+}
+
+
+def supported(vendor: str) -> bool:
+    return vendor in _SPELLINGS
+
+
+class TextEdit(Func):
+    """One list's text with one item appended (`old` None), replaced (`new` a text) or removed (`new` None)."""
+
+    output_field = TextField()
+
+    def __init__(self, column: str, *, old: str | None, new: str | None) -> None:
+        super().__init__(F(column))
+        if old is None and new is None:
+            raise ValueError("a text edit appends, replaces or removes an item")
+        self.old, self.new = old, new
+
+    @property
+    def kind(self) -> Literal["append", "swap"]:
+        return "append" if self.old is None else "swap"
+
+    def as_sql(  # type: ignore[override]
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
+    ) -> tuple[str, list[Any]]:
+        column, params = compiler.compile(self.source_expressions[0])
+        if params:
+            raise ValueError("a text edit reads one column")
+        template = _SPELLINGS[connection.vendor][self.kind]
+        if self.old is None:
+            return template.format(col=column), [self.new]
+        found = f",{self.old},"
+        replacement = f",{self.new}," if self.new is not None else ","
+        return template.format(col=column), [found, found, replacement]
+
+
+def served_columns(document: dict[str, Any]) -> dict[str, Any]:
+    """The texts of an agent-facing document (in its key order), written in full: column -> value."""
+    texts = list_texts(document)
+    return {
+        "served_version": document["version"],
+        **{SERVED_COLUMNS[name]: text for name, text in texts.items()},
+        SERVED_TAIL: tail_text(document),
+    }
+
+
+def served_document(pinned: PinnedState, ticket: Ticket, *, model: bool = False) -> str | None:
+    """The row's document as served (`model`: as the context gives it), when its texts were read and are of its
+    version; else None."""
+    row = pinned.__dict__
+    lists = {name: row.get(column) for name, column in SERVED_COLUMNS.items()}
+    skipped = "actions_taken" if model else MODEL_ACTIONS
+    tail = row.get(SERVED_TAIL)
+    if row.get("served_version") != pinned.version or not isinstance(tail, str):
+        return None
+    if any(not isinstance(text, str) for name, text in lists.items() if name != skipped):
+        return None
+    head = head_text(
+        ticket=ticket.ticket_id, order=ticket.order_id, seller_type=ticket.seller_type, version=pinned.version
+    )
+    return served_text(head=head, lists=lists, tail=tail, model=model)  # type: ignore[arg-type]
