@@ -16,6 +16,7 @@ from django.test import Client
 from bench import raw_app
 from bench.queue_fill import fill_queue, insert_select
 from compaction.models import CompactionEvent
+from tests.factories import ensure_roles
 from tickets.accounts import create_agent
 from tickets.models import PinnedState, StateChange, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
@@ -54,6 +55,7 @@ def raw_dsn(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_rprime_writes_what_the_desk_reads_back_as_its_own(raw_dsn: None) -> None:
+    ensure_roles()  # an earlier transactional test on this worker may have flushed the migration's groups
     klass = TicketClass.objects.create(slug="roomy", token_budget=2_000_000_000, compaction_threshold=1.0)
     open_ticket(
         ticket_id="T\u2011R1", order_id="SU-1", seller_type="marketplace", ticket_class=klass
