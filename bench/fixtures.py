@@ -24,14 +24,12 @@ from compaction.models import CompactionEvent
 from compaction.queue_figures import ticket_figures_refresh
 from compaction.selectors import context_figures
 from core.context import summary_message
-from core.state import in_document_order
 from core.tokens import STATE_PREFIX, compact_json, count_message, state_message
 from core.vocabulary import CompactionStatus
 from desk.demo import reference_ticket_path
 from desk.importer import ImportTicket, import_ticket
 from tickets.accounts import ROLES, create_agent, create_person
 from tickets.models import PinnedState, Ticket, TicketClass, Turn
-from tickets.served_state import served_columns
 from tickets.services.actions import record_action
 from tickets.services.lifecycle import open_ticket
 
@@ -87,12 +85,6 @@ def _clone_ticket(source: Ticket, ticket_id: str) -> Ticket:
         for row in rows:
             row.pk = None
             setattr(row, name, copy)
-            if (
-                isinstance(row, PinnedState) and row.agent_data
-            ):  # the stored agent-facing state and its texts name their ticket
-                row.agent_data = in_document_order({**row.agent_data, "ticket": ticket_id})
-                for name, value in served_columns(row.agent_data).items():
-                    setattr(row, name, value)
         model._default_manager.bulk_create(rows)  # type: ignore[union-attr]
     return copy
 

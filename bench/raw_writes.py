@@ -9,10 +9,12 @@ same database work, not of a cheaper job:
 - action POST (succeeded or intended): the ticket with its class; BEGIN; the (ticket, key) advisory lock
   (pg_try_advisory_xact_lock, refused when in flight); the pinned state locked with the key's earlier
   fingerprint and answer (FOR UPDATE OF the state and the ticket), its data read as text and parsed; the repeat
-  guard over every action; the action appended with jsonb_insert; the audit row (tickets_statechange); the
+  guard over every action; the action appended with jsonb_insert, and its served texts (the agent's and the
+  model's) appended with the version and the totals (tickets.served_state); the audit row (tickets_statechange); the
   ticket's context size; the key's answer (tickets_idempotencyrecord); COMMIT.
 - settle PATCH: the ticket with its class; BEGIN; the pinned state locked (FOR UPDATE OF the state only); the
-  action replaced in place with jsonb_set; the audit row; the ticket's context size; COMMIT.
+  action replaced in place with jsonb_set, and its served texts found and replaced; the audit row; the
+  ticket's context size; COMMIT.
 
 Every function takes an open cursor inside the caller's transaction (bench/raw_app.py) and returns
 (status line, body).
@@ -103,6 +105,31 @@ def _totals(actions: list[dict[str, Any]]) -> dict[str, int]:
 
 def _public(action: dict[str, Any]) -> dict[str, Any]:
     return {name: action.get(name) for name in PUBLIC_ACTION_FIELDS}
+
+
+# The desk keeps each action's text as it serves it (tickets.served_state): the agent's (the public fields, the
+# source when said) and the model's (without its bookkeeping), edited in the same UPDATE as the items.
+MODEL_OMITTED = ("idempotency_key", "recorded_by")
+APPEND_TEXTS = """served_actions = ltrim(served_actions || ',' || %s, ','),
+    served_model_actions = ltrim(served_model_actions || ',' || %s, ','), served_version = %s, served_tail = %s"""
+SWAP = "(CASE WHEN strpos(',' || {c} || ',', %s) > 0 THEN btrim(replace(',' || {c} || ',', %s, %s), ',') END)"
+SWAP_TEXTS = f"""served_actions = {SWAP.format(c="served_actions")},
+    served_model_actions = {SWAP.format(c="served_model_actions")}, served_version = %s, served_tail = %s"""
+
+
+def _texts(action: dict[str, Any]) -> tuple[str, str]:
+    public = _public(action)
+    ordered = {"id": public["id"], "at_turn": public["at_turn"]}
+    if action.get("source") is not None:
+        ordered["source"] = action["source"]
+    ordered.update(public)
+    agent = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False)
+    model = {k: v for k, v in ordered.items() if k not in MODEL_OMITTED}
+    return agent, json.dumps(model, separators=(",", ":"), ensure_ascii=False)
+
+
+def _tail(totals: dict[str, int]) -> str:
+    return json.dumps({name: totals[name] for name in TOTALS.values()}, separators=(",", ":"))[1:-1]
 
 
 def _ticket(cur: psycopg.Cursor[Any], ticket_id: str) -> tuple[Any, ...] | None:
@@ -217,9 +244,9 @@ def action(
     added = _tokens(_compact(_public(recorded)))
     new_version, new_tokens = version + 1, state_tokens + added
     cur.execute(
-        """UPDATE tickets_pinnedstate SET data = jsonb_insert(data, '{actions_taken,-1}', %s, true),
-           version = %s, tokens = %s, updated_at = now() WHERE id = %s""",
-        [Jsonb(recorded), new_version, new_tokens, pinned_pk],
+        f"""UPDATE tickets_pinnedstate SET data = jsonb_insert(data, '{{actions_taken,-1}}', %s, true),
+           {APPEND_TEXTS}, version = %s, tokens = %s, updated_at = now() WHERE id = %s""",
+        [Jsonb(recorded), *_texts(recorded), new_version, _tail(after), new_version, new_tokens, pinned_pk],
     )
     change: dict[str, Any] = {"items": [{"category": "actions_taken", "before": None, "after": recorded}]}
     moved = {name: [before[name], after[name]] for name in after if before[name] != after[name]}
@@ -286,10 +313,28 @@ def settle(
     after = _totals(actions)
     added = _tokens(_compact(_public(settled))) - _tokens(_compact(_public(earlier)))
     new_version, new_tokens = version + 1, state_tokens + added
+    (old_agent, old_model), (new_agent, new_model) = _texts(earlier), _texts(settled)
+    swaps = [
+        f",{old_agent},",
+        f",{old_agent},",
+        f",{new_agent},",
+        f",{old_model},",
+        f",{old_model},",
+        f",{new_model},",
+    ]
     cur.execute(
-        """UPDATE tickets_pinnedstate SET data = jsonb_set(data, %s, %s), version = %s, tokens = %s,
-           updated_at = now() WHERE id = %s""",
-        [["actions_taken", str(index)], Jsonb(settled), new_version, new_tokens, pinned_pk],
+        f"""UPDATE tickets_pinnedstate SET data = jsonb_set(data, %s, %s), {SWAP_TEXTS}, version = %s,
+           tokens = %s, updated_at = now() WHERE id = %s""",
+        [
+            ["actions_taken", str(index)],
+            Jsonb(settled),
+            *swaps,
+            new_version,
+            _tail(after),
+            new_version,
+            new_tokens,
+            pinned_pk,
+        ],
     )
     change: dict[str, Any] = {"items": [{"category": "actions_taken", "before": earlier, "after": settled}]}
     moved = {name: [before[name], after[name]] for name in after if before[name] != after[name]}

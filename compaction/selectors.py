@@ -20,7 +20,6 @@ from core.tokens import REPLY_PRIMING_TOKENS
 from core.vocabulary import CompactionStatus
 from tickets.compiled_reads import CompiledRead
 from tickets.models import SERVED_COLUMNS, SERVED_TAIL, PinnedState, StateChange, Ticket, Turn
-from tickets.served_state import served_document
 
 
 @dataclass(frozen=True)
@@ -241,7 +240,7 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
     if through_turn is None:
         pinned = ticket.pinned_state
         pinned.ticket = ticket
-        stored = served_document(pinned, ticket, model=True)  # when read (context_tickets()) and current
+        stored = pinned.served_text(model=True)  # when read (context_tickets()) and current
         state = stored if stored is not None else model_state(pinned.agent_json())
         state_tokens = pinned.tokens
     else:

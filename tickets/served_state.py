@@ -1,5 +1,5 @@
-"""The pinned state's served texts (core.state_text) in their columns: written in full, edited in place by the
-database, and joined for a read.
+"""The pinned state's served texts (core.state_text) in their columns: written in full, or edited in place by
+the database (PinnedState.served_text joins them for a read).
 
 An edit names the item's whole old text (it holds the item's unique id): the database finds it between
 commas and replaces or removes it. When it is not there, the column becomes NULL rather than wrong, and the
@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import F, Func, TextField
+from django.db.models import F, Func, IntegerField, TextField
 from django.db.models.sql.compiler import SQLCompiler
 
-from core.state_text import MODEL_ACTIONS, head_text, list_texts, served_text, tail_text
-from tickets.models import SERVED_COLUMNS, SERVED_TAIL, PinnedState, Ticket
+from core.state import MONEY_TOTALS
+from core.state_text import list_texts, tail_text
+from tickets.models import SERVED_COLUMNS, SERVED_TAIL
 
 # Each database's spelling: `{col}` the column (read once per edit), `%s` the values.
 _SPELLINGS = {
@@ -74,18 +75,24 @@ def served_columns(document: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def served_document(pinned: PinnedState, ticket: Ticket, *, model: bool = False) -> str | None:
-    """The row's document as served (`model`: as the context gives it), when its texts were read and are of its
-    version; else None."""
-    row = pinned.__dict__
-    lists = {name: row.get(column) for name, column in SERVED_COLUMNS.items()}
-    skipped = "actions_taken" if model else MODEL_ACTIONS
-    tail = row.get(SERVED_TAIL)
-    if row.get("served_version") != pinned.version or not isinstance(tail, str):
-        return None
-    if any(not isinstance(text, str) for name, text in lists.items() if name != skipped):
-        return None
-    head = head_text(
-        ticket=ticket.ticket_id, order=ticket.order_id, seller_type=ticket.seller_type, version=pinned.version
-    )
-    return served_text(head=head, lists=lists, tail=tail, model=model)  # type: ignore[arg-type]
+class TailTotal(Func):
+    """SQL: one money total as the row's served texts have it (`prefix` reaches the state through a relation),
+    NULL when they are not of its version: a queue row reads one number, not its state."""
+
+    output_field = IntegerField()
+
+    def __init__(self, name: str, prefix: str = "") -> None:
+        if name not in MONEY_TOTALS:
+            raise ValueError(f"no money total {name!r}")
+        super().__init__(F(f"{prefix}{SERVED_TAIL}"), F(f"{prefix}served_version"), F(f"{prefix}version"))
+        self.name = name
+
+    def as_sql(  # type: ignore[override]
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
+    ) -> tuple[str, list[Any]]:
+        tail, served, version = (compiler.compile(e)[0] for e in self.source_expressions)
+        if connection.vendor == "postgresql":
+            total = f"((('{{' || {tail} || '}}')::jsonb ->> '{self.name}')::integer)"
+        else:
+            total = f"CAST(json_extract('{{' || {tail} || '}}', '$.{self.name}') AS integer)"
+        return f"(CASE WHEN {served} = {version} AND {tail} IS NOT NULL THEN {total} END)", []

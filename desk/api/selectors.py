@@ -54,9 +54,9 @@ TICKET_BY_ID = CompiledRead(
 STATE_BY_TICKET_ID = CompiledRead(
     lambda ticket_id: (
         PinnedState.objects.select_related("ticket__ticket_class")
-        # The items are not read: the agent-facing state is the stored one (agent_data), or, when none of
-        # this version is stored, built from `data`, read then (one more query).
-        .defer("data", *STORED_STATE_COLUMNS[1:])
+        # The items are not read: the agent-facing state is its served text, or, when none of this version
+        # is stored, built from `data`, read then (one more query).
+        .defer("data")
         .order_by()
         .filter(ticket__ticket_id=ticket_id)[:2]
     ),

@@ -1,6 +1,8 @@
 """The agent-facing state kept as the text it is served as (PinnedState.served_*, core.state_text): each list's
-items as JSON, joined, compressed with lz4 on PostgreSQL like `data`. Rows get theirs at their next change;
-until then a read builds the state as before."""
+items as JSON, joined, compressed with lz4 on PostgreSQL like `data`. They replace the stored document
+(`agent_data`, 0020): an action edited it four times over (the action, the version, the totals), each a rewrite
+of the whole jsonb (about 20 ms of an action's UPDATE at 2,000 actions). Rows get their texts at their next
+change; until then a read builds the state from its items."""
 
 from typing import Any
 
@@ -8,8 +10,9 @@ from django.db import migrations, models
 
 
 LISTS = ("actions", "model_actions", "constraints", "questions", "decisions")
+COLUMNS = tuple(f"served_{name}" for name in LISTS)
 ALTERS = "\n".join(
-    f"    ALTER TABLE tickets_pinnedstate ALTER COLUMN served_{name} SET COMPRESSION lz4;" for name in LISTS
+    f"    ALTER TABLE tickets_pinnedstate ALTER COLUMN {column} SET COMPRESSION lz4;" for column in COLUMNS
 )
 LZ4 = f"""
 DO $$
@@ -33,6 +36,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.RemoveField(model_name="pinnedstate", name="agent_data"),
         migrations.AddField(
             model_name="pinnedstate",
             name="served_actions",

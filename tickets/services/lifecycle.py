@@ -56,7 +56,6 @@ def open_ticket(
         ticket=ticket,
         version=1,
         data=items_to_data(items),
-        agent_data=state_json,
         **served_columns(state_json),
         tokens=opened_tokens,
     )

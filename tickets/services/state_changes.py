@@ -141,7 +141,7 @@ def change_pinned_state[T](
                 )
     pinned.tokens += delta
     edits = _data_edits(item_changes, positions, stored_lists, questions_opened, items)
-    document: dict[str, Any] | None = None  # the whole agent-facing state, built only if a copy is stale
+    document: dict[str, Any] | None = None  # the whole agent-facing state, built only if its texts are stale
 
     def whole() -> dict[str, Any]:
         nonlocal document
@@ -150,51 +150,38 @@ def change_pinned_state[T](
         return document
 
     if edits is not None and json_edits.supported(connection.vendor):
-        # The database edits the stored items in place, and the stored agent-facing state and its texts beside
-        # them (each when the locked row had it current: `agent_stored`, `texts_stored`): a change sends the
-        # items it changed, not the state. A stale copy is written in full, once.
-        agent: Any = (
-            json_edits.EditJSON(
-                "agent_data",
-                _agent_edits(item_changes, positions, pinned.version, totals_before, totals_after),
-            )
-            if getattr(pinned, "agent_stored", False)
-            else whole()
-        )
+        # The database edits the stored items in place, and the served texts beside them (when the locked row
+        # had them current: `texts_stored`): a change sends the items it changed, not the state.
         texts = _served_writes(pinned, item_changes, totals_after, whole)
         writes.update(
             PinnedState.objects.filter(pk=pinned.pk),
             data=json_edits.EditJSON("data", edits),
-            agent_data=agent,
             **texts,
             version=pinned.version,
             tokens=pinned.tokens,
             updated_at=timezone.now(),
         )
         pinned.__dict__.pop("data", None)  # deferred: read again from the row if anyone asks
-        for name, value in (("agent_data", agent), *texts.items()):
+        for name, value in texts.items():
             if isinstance(value, Expression):  # computed by the database: read again if anyone asks
                 pinned.__dict__.pop(name, None)
             else:
                 setattr(pinned, name, value)
     else:
         pinned.data = items_to_data(items)
-        pinned.agent_data = whole()
-        texts = served_columns(pinned.agent_data)
+        texts = served_columns(whole())
         for name, value in texts.items():
             setattr(pinned, name, value)
         pinned.updated_at = timezone.now()
         writes.update(
             PinnedState.objects.filter(pk=pinned.pk),
             data=pinned.data,
-            agent_data=pinned.agent_data,
             **texts,
             version=pinned.version,
             tokens=pinned.tokens,
             updated_at=pinned.updated_at,
         )
-    pinned.agent_stored = True  # type: ignore[attr-defined]  # a later change on this copy edits them too
-    pinned.texts_stored = True  # type: ignore[attr-defined]
+    pinned.texts_stored = True  # type: ignore[attr-defined]  # a later change on this copy edits them too
     pinned.keep_items(items)
     moved = {
         name: [totals_before[name], totals_after[name]]
@@ -272,35 +259,6 @@ def _data_edits(
             edits.append(json_edits.JSONEdit("replace", change.category, index=index, value=change.after))
     if items.questions_opened != questions_opened:
         edits.append(json_edits.JSONEdit("set", "questions_opened", value=items.questions_opened))
-    return edits
-
-
-def _agent_edits(
-    changes: list[ItemChange],
-    positions: dict[str, list[str]],
-    version: int,
-    totals_before: dict[str, int],
-    totals_after: dict[str, int],
-) -> list[json_edits.JSONEdit]:
-    """The stored agent-facing state's edits for the item changes _data_edits wrote (its lists hold the same
-    items in the same order, as the agent sees them), its version and the money totals that moved."""
-    edits = []
-    for change in changes:
-        if change.before is None:
-            assert change.after is not None  # an ItemChange adds, changes or removes
-            value = agent_item(change.category, change.after)
-            edits.append(json_edits.JSONEdit("append", change.category, value=value))
-            continue
-        index = positions[change.category].index(change.before["id"])
-        if change.after is None:
-            edits.append(json_edits.JSONEdit("remove", change.category, index=index))
-        else:
-            value = agent_item(change.category, change.after)
-            edits.append(json_edits.JSONEdit("replace", change.category, index=index, value=value))
-    edits.append(json_edits.JSONEdit("set", "version", value=version))
-    for name, after in totals_after.items():
-        if totals_before.get(name) != after:
-            edits.append(json_edits.JSONEdit("set", name, value=after))
     return edits
 
 

@@ -34,7 +34,9 @@ def past_drf(response: Any) -> bool:
 
 
 def test_every_version_is_served_byte_for_byte_as_drf_renders_the_validated_items(
-    agent: APIClient, supervisor: APIClient, busy: Ticket  # noqa: F811
+    agent: APIClient,
+    supervisor: APIClient,
+    busy: Ticket,  # noqa: F811
 ) -> None:
     for what in every_kind_of_change(busy):
         expected = validated(busy)
@@ -68,7 +70,8 @@ def test_a_change_edits_the_text_of_its_item_only(busy: Ticket) -> None:  # noqa
 
 
 def test_a_text_that_is_not_what_the_edit_expected_is_dropped_never_served_wrong(
-    agent: APIClient, busy: Ticket  # noqa: F811
+    agent: APIClient,
+    busy: Ticket,  # noqa: F811
 ) -> None:
     record_action(ticket=busy, tool="issue_refund", item="lamp", amount_cents=900, idempotency_key="k1",
                   status="intended")  # fmt: skip
@@ -96,7 +99,9 @@ def test_the_fast_way_answers_a_matching_etag_with_304(agent: APIClient, busy: T
 
 
 def test_anything_but_a_plain_agent_read_takes_drf_s_way(
-    agent: APIClient, agent_token: str, busy: Ticket  # noqa: F811
+    agent: APIClient,
+    agent_token: str,
+    busy: Ticket,  # noqa: F811
 ) -> None:
     assert APIClient().get(url(busy, "state")).status_code == 401
     bad = APIClient(HTTP_AUTHORIZATION="Token not-a-token-at-all")
