@@ -16,6 +16,9 @@ from compaction.selectors import (
     compaction_totals,
     context_figures,
 )
+from compaction.selectors import (
+    served_context as context_from_rows,
+)
 from core.context import AssembledContext
 from core.state import ITEM_LISTS
 from core.state_text import head_text, served_text
@@ -228,15 +231,11 @@ def ticket_context(ticket_id: str) -> AssembledContext:
 
 
 def served_context(ticket_id: str) -> tuple[int, AssembledContext] | None:
-    """The ticket's class id and its context, when its state's served text is stored (the context then
-    holds it as text); None for no such ticket or no such text. Two queries, as ticket_context."""
+    """The ticket's class id and its context, with the state as its served text, read as plain rows; None for
+    no such ticket or no served text of its state's version. Two queries, as ticket_context."""
     if len(ticket_id) > 64 or not storable_text(ticket_id):
         return None
-    rows = CONTEXT_TICKET.all(ticket_id)
-    if len(rows) != 1:
-        return None
-    context = assemble_context(rows[0])
-    return (rows[0].ticket_class_id, context) if isinstance(context.state, str) else None
+    return context_from_rows(ticket_id)
 
 
 def ticket_compactions(ticket_id: str) -> QuerySet[CompactionEvent]:
