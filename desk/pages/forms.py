@@ -371,13 +371,16 @@ class TicketWindowForm(forms.Form):
     after = forms.IntegerField(min_value=0, max_value=CURSOR_MAX, required=False)
     audit_before = forms.IntegerField(min_value=1, max_value=CURSOR_MAX, required=False)
     status_before = forms.IntegerField(min_value=1, max_value=CURSOR_MAX, required=False)
+    # What the compactions saved, on the page itself however long the ticket (see ticket_page).
+    savings = forms.BooleanField(required=False)
 
-    def window_arguments(self) -> dict[str, int | None]:
+    def window_arguments(self) -> dict[str, Any]:
         return {name: self.cleaned_data.get(name) for name in self.fields}
 
     def error_text(self) -> str:
         names = ", ".join(f"{name}={self.data.get(name, '')!r}" for name in self.errors)
-        return f"Bad page of the ticket ({names}): each of {', '.join(self.fields)} is a whole number of 1 or more."
+        cursors = ", ".join(name for name, f in self.fields.items() if isinstance(f, forms.IntegerField))
+        return f"Bad page of the ticket ({names}): each of {cursors} is a whole number of 1 or more."
 
 
 class LiveMarksForm(forms.Form):
