@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from desk.api.serializers import ActionRecordedOut
 from tests.desk.api.conftest import REFUND, post_action, url
 from tests.factories import chat
 from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, StateChange, Ticket
@@ -178,6 +179,20 @@ def test_confirming_an_intent_records_the_refund(agent: APIClient, talked: Ticke
     assert body["action"]["status"] == "succeeded" and body["refunded_cents_total"] == 4000
     assert Ticket.objects.get(pk=talked.pk).open_intent_since is None
     assert post_action(agent, talked, "rf-2", **REFUND, status="intended").status_code == 409
+
+
+def test_a_settle_answers_in_the_documented_shape_with_the_action_as_the_state_shows_it(
+    agent: APIClient, talked: Ticket
+) -> None:
+    """The settle's body is built once by the service (no output serializer walks it): it must still be exactly
+    what ActionRecordedOut documents, and its action the state's, with no stored-only field."""
+    post_action(agent, talked, "rf-1", **REFUND, status="intended")
+    body = settle(agent, talked, "A1", status="succeeded", external_ref="re_123").json()
+    assert body == ActionRecordedOut(body).data
+    assert body["action"] == state(talked)["actions_taken"][0]
+    assert (body["action"]["external_ref"], body["action"]["source"]) == ("re_123", "tool_result")
+    assert not {"intended_at", "recorded_by_user_id"} & set(body["action"])
+    assert body["state_version"] == state(talked)["version"]
 
 
 def test_a_failed_intent_releases_the_item_and_a_retry_is_reserved(agent: APIClient, talked: Ticket) -> None:
