@@ -34,6 +34,7 @@ from tickets.errors import (
     IdempotencyKeyReused,
     NotIntentOwner,
     RepeatRefused,
+    TicketNotFound,
 )
 from tickets.fingerprints import request_fingerprint
 from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, Ticket, agent_data_is_current
@@ -545,26 +546,34 @@ class ActionSettled:
     changed: bool
 
 
-def _state_only(ticket_pk: int) -> QuerySet[PinnedState]:
+def _state_only(ticket_id: str) -> QuerySet[PinnedState]:
     """The ticket's state row locked, and only it: the ticket's and the class's rows are read, not locked
-    (every settle of a class would wait on a locked class row). The items as JSON text, for pydantic to parse
-    and validate in one pass (as the action's lock reads them)."""
+    (every settle of a class would wait on a locked class row). Found by the ticket's id, so the API's settle
+    reads its ticket here and not before; the items as JSON text, for pydantic to parse and validate in one
+    pass (as the action's lock reads them)."""
     return (
         PinnedState.objects.select_for_update(of=("self",))
         .select_related("ticket__ticket_class")
         .defer("data", "agent_data")
         .annotate(agent_stored=agent_data_is_current(), data_text=Cast("data", TextField()))
-        .filter(ticket_id=ticket_pk)[:2]
+        .filter(ticket__ticket_id=ticket_id)[:2]
     )
 
 
 # Compiled once per process: every settle takes this lock.
-STATE_ONLY_LOCKED = CompiledRead(lambda ticket_pk: _state_only(ticket_pk), int)
+STATE_ONLY_LOCKED = CompiledRead(lambda ticket_id: _state_only(ticket_id), str)
 
 
-def _lock_state_only(ticket: Ticket) -> PinnedState:
-    """The state row locked (and nothing else), its items validated; DoesNotExist when the ticket has none."""
-    pinned = STATE_ONLY_LOCKED.get(ticket.pk, using=ticket._state.db or "default")
+def _lock_state_only(ticket: Ticket | str) -> PinnedState:
+    """The state row locked (and nothing else), with its ticket and class, its items validated. For a ticket
+    named by its id, TicketNotFound when there is none."""
+    if isinstance(ticket, str):
+        try:
+            pinned = STATE_ONLY_LOCKED.get(ticket)
+        except PinnedState.DoesNotExist:
+            raise TicketNotFound(f"no ticket {ticket}", ticket_id=ticket) from None
+    else:
+        pinned = STATE_ONLY_LOCKED.get(ticket.ticket_id, using=ticket._state.db or "default")
     _keep_locked_items(pinned)
     return pinned
 
@@ -580,7 +589,7 @@ def _may_settle(action: ActionItem, by: Actor) -> bool:
 @transaction.atomic
 def settle_action(
     *,
-    ticket: Ticket,
+    ticket: Ticket | str,
     action_id: str,
     status: str,
     reason: str = "",
@@ -593,6 +602,9 @@ def settle_action(
     matches on. Settling again with the same status answers the same; with the other status it is refused. An
     action recorded without an intent is already succeeded. Only the agent that reserved the intent, or a
     supervisor, settles it (NotIntentOwner). The state row is locked once, and nothing else is.
+
+    `ticket` is the ticket, or its id (the API's): then the ticket is read with the locked state, in the same
+    statement, and an unknown one is TicketNotFound.
     """
     if status not in (ActionStatus.SUCCEEDED, ActionStatus.FAILED):
         raise InvalidInput(f"status {status!r}: settle an intent as succeeded or failed", field="status")
@@ -600,9 +612,10 @@ def settle_action(
     if status == ActionStatus.FAILED and not reason:
         raise InvalidInput("a failed intent needs a reason (what the tool answered)", field="reason")
     pinned = _lock_state_only(ticket)
+    owner = pinned.ticket if isinstance(ticket, str) else ticket
     current = pinned.items.find_action(action_id)
     if current is None:
-        raise ActionNotFound(f"no action {action_id!r} on {ticket.ticket_id}", action_id=action_id)
+        raise ActionNotFound(f"no action {action_id!r} on {owner.ticket_id}", action_id=action_id)
     if not _may_settle(current, by):
         raise NotIntentOwner(
             f"action {action_id} was reserved by another agent: only that agent, or a supervisor, settles it",
@@ -619,7 +632,7 @@ def settle_action(
         ActionStatus.SUCCEEDED if status == ActionStatus.SUCCEEDED else ActionStatus.FAILED
     )
     action, pinned = change_pinned_state(
-        ticket=ticket,
+        ticket=owner,
         op=StateOp.ACTION_SETTLED,
         by=by,
         mutate=lambda items: items.settle_action(

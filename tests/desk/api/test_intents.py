@@ -257,6 +257,23 @@ def test_a_malformed_settle_is_answered_400_and_changes_nothing(
     assert state(talked)["actions_taken"][0]["status"] == "intended"
 
 
+@pytest.mark.parametrize(
+    "body",
+    [{"status": "succeeded"}, {"status": "failed"}, {"status": "done"}, {"status": "succeeded", "extra": 1}],
+    ids=["good", "failed-without-reason", "unknown-status", "unknown-field"],
+)
+@pytest.mark.parametrize("ticket_id", ["T-NOPE", "T-" + "x" * 80], ids=["unknown", "too-long"])
+def test_a_settle_on_an_unknown_ticket_is_answered_404_whatever_its_body(
+    agent: APIClient, talked: Ticket, body: dict[str, Any], ticket_id: str
+) -> None:
+    """The settle reads its ticket with the locked state, not before the body is checked: an unknown ticket
+    is still answered 404 first, as before, and nothing is written."""
+    response = settle(agent, ticket_id, "A1", **body)
+    assert response.status_code == 404, response.json()
+    assert response.json()["error"] == "not_found"
+    assert not StateChange.objects.filter(op="action_settled").exists()
+
+
 def test_recording_an_action_as_failed_is_refused(agent: APIClient, talked: Ticket) -> None:
     response = post_action(agent, talked, "rf-1", **REFUND, status="failed")
     assert response.status_code == 400 and state(talked)["actions_taken"] == []

@@ -108,10 +108,11 @@ ON_POSTGRESQL = connection.vendor == "postgresql"
 TURN_POST_QUERIES = 3 + TRANSACTION
 ACTION_POST_QUERIES = 2 + (1 if ON_POSTGRESQL else 4) + TRANSACTION
 STATE_POST_QUERIES = 2 + (1 if ON_POSTGRESQL else 3) + TRANSACTION
-# intent: an action's. settle: the ticket, the state row locked (and only it), then the state, the audit row
-# and the ticket's open-intent figures (one statement on PostgreSQL, three elsewhere).
+# intent: an action's. settle: the state row locked (and only it) with its ticket and class, found by the
+# ticket's id (no read of the ticket before it), then the state, the audit row and the ticket's open-intent
+# figures (one statement on PostgreSQL, three elsewhere).
 INTENT_POST_QUERIES = ACTION_POST_QUERIES
-SETTLE_PATCH_QUERIES = 2 + (1 if ON_POSTGRESQL else 3) + TRANSACTION
+SETTLE_PATCH_QUERIES = 1 + (1 if ON_POSTGRESQL else 3) + TRANSACTION
 
 
 @pytest.fixture
