@@ -279,12 +279,18 @@ class ActionListView(DeskAPIView):
         examples=schema.ACTION_EXAMPLES,
     )
     def post(self, request: Request, ticket_id: str) -> Response:
-        ticket = selectors.ticket_by_id(ticket_id)
-        key = headers.idempotency_key(request.headers.get("Idempotency-Key"))
-        data = _validated(serializers.ActionIn, request)
-        recorded = record_action(
-            ticket=ticket, idempotency_key=key, by=_agent(request), refuse_in_flight=True, **data
-        )
+        # The action reads the ticket with its locked state (one round trip fewer). It is looked up here only
+        # to keep the answers' order: an unknown ticket is 404 before a bad header or body is 400.
+        selectors.check_ticket_id(ticket_id)  # an id no ticket can have: 404 without asking the database
+        try:
+            key = headers.idempotency_key(request.headers.get("Idempotency-Key"))
+            data = _validated(serializers.ActionIn, request)
+            recorded = record_action(
+                ticket=ticket_id, idempotency_key=key, by=_agent(request), refuse_in_flight=True, **data
+            )
+        except (APIException, InvalidInput):
+            selectors.ticket_by_id(ticket_id)
+            raise
         # record_action stores only what it recorded, and stores it as 201: a replay answers the same. The body
         # is built once, in the documented shape (ActionRecordedOut).
         response = Response(recorded.body, status=status.HTTP_201_CREATED)

@@ -274,6 +274,30 @@ def test_a_settle_on_an_unknown_ticket_is_answered_404_whatever_its_body(
     assert not StateChange.objects.filter(op="action_settled").exists()
 
 
+@pytest.mark.parametrize(
+    ("key", "body"),
+    [
+        ("rf-1", REFUND),
+        (None, REFUND),
+        ("bad key", REFUND),
+        ("rf-1", {**REFUND, "amount_cents": -1}),
+        ("rf-1", {**REFUND, "extra": 1}),
+        ("rf-1", {**REFUND, "status": "failed"}),
+    ],
+    ids=["good", "no-key", "malformed-key", "negative-amount", "unknown-field", "failed"],
+)
+@pytest.mark.parametrize("ticket_id", ["T-NOPE", "T-" + "x" * 80], ids=["unknown", "too-long"])
+def test_an_action_on_an_unknown_ticket_is_answered_404_whatever_its_key_and_body(
+    agent: APIClient, talked: Ticket, key: str | None, body: dict[str, Any], ticket_id: str
+) -> None:
+    """The action reads its ticket with the locked state, not before its key and body are checked: an unknown
+    ticket is still answered 404 first, as before, and nothing is kept."""
+    response = post_action(agent, ticket_id, key, **body)
+    assert response.status_code == 404, response.json()
+    assert response.json()["error"] == "not_found"
+    assert not IdempotencyRecord.objects.exists() and not RefusedAttempt.objects.exists()
+
+
 def test_recording_an_action_as_failed_is_refused(agent: APIClient, talked: Ticket) -> None:
     response = post_action(agent, talked, "rf-1", **REFUND, status="failed")
     assert response.status_code == 400 and state(talked)["actions_taken"] == []
