@@ -40,7 +40,8 @@ from tickets.models import (
 )
 
 
-def _check_ticket_id(ticket_id: str) -> None:
+def check_ticket_id(ticket_id: str) -> None:
+    """TicketNotFound for an id no ticket can have, without a query."""
     # An id that no ticket can have (too long, or with characters the database refuses) is simply unknown.
     if len(ticket_id) > 64 or not storable_text(ticket_id):
         raise TicketNotFound("no ticket with that id", ticket_id=ticket_id[:64].replace("\x00", ""))
@@ -125,7 +126,7 @@ def served_state(ticket_id: str) -> ServedState | None:
 
 def ticket_by_id(ticket_id: str) -> Ticket:
     """The ticket with its class (one query), or TicketNotFound."""
-    _check_ticket_id(ticket_id)
+    check_ticket_id(ticket_id)
     try:
         return TICKET_BY_ID.get(ticket_id)
     except Ticket.DoesNotExist:
@@ -135,7 +136,7 @@ def ticket_by_id(ticket_id: str) -> Ticket:
 def pinned_state_by_ticket_id(ticket_id: str, *, figures_only: bool = False) -> PinnedState:
     """The pinned state with its ticket and its stored agent-facing state, not its items (one query), or
     TicketNotFound. `figures_only`: neither the items nor the stored state (the version and tokens)."""
-    _check_ticket_id(ticket_id)
+    check_ticket_id(ticket_id)
     try:
         return (STATE_FIGURES_BY_TICKET_ID if figures_only else STATE_BY_TICKET_ID).get(ticket_id)
     except PinnedState.DoesNotExist:
@@ -222,7 +223,7 @@ def ticket_detail(ticket_id: str) -> TicketDetail:
 def ticket_context(ticket_id: str) -> AssembledContext:
     """The request an agent sends for its next turn: two queries (the ticket with its state and active
     summary, then the turns since), whatever the ticket's length."""
-    _check_ticket_id(ticket_id)
+    check_ticket_id(ticket_id)
     try:
         ticket = CONTEXT_TICKET.get(ticket_id)
     except Ticket.DoesNotExist:
