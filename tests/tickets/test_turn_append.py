@@ -13,7 +13,7 @@ from django.db import DataError, connections, transaction
 from tickets.errors import IdempotencyKeyInFlight, IdempotencyKeyReused
 from tickets.models import Ticket, TicketClass, Turn
 from tickets.services.lifecycle import open_ticket
-from tickets.services.turns import TurnAppended, append_turn
+from tickets.services.turns import TurnAppended, append_turn, append_turn_up_to
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -186,3 +186,39 @@ def test_a_turn_with_another_key_waits_for_the_ticket_row_and_takes_the_next_num
     assert turns[1].context_tokens == turns[0].context_tokens + turns[1].tokens
     fresh = Ticket.objects.get(pk=ticket.pk)
     assert (fresh.turn_count, fresh.context_tokens) == (2, turns[1].context_tokens)
+
+
+def test_on_its_own_a_turn_is_appended_only_up_to_the_ceiling(ticket: Ticket) -> None:
+    """Outside any transaction: a turn that would pass the ceiling writes nothing (None: the caller takes the
+    transaction), whether the caller's ticket shows it or only the row does."""
+    size = Ticket.objects.get(pk=ticket.pk).context_tokens
+    first = append_turn_up_to(ticket=ticket, up_to_tokens=size + 1000, role="customer", content="Hello")
+    assert first is not None and first.turn.number == 1 and first.turn.pk is not None
+    assert ticket.context_tokens == first.turn.context_tokens == Turn.objects.get().context_tokens
+    assert (
+        append_turn_up_to(ticket=ticket, up_to_tokens=ticket.context_tokens, role="agent", content="Hi")
+        is None
+    )
+    stale = Ticket.objects.get(pk=ticket.pk)
+    Ticket.objects.filter(pk=ticket.pk).update(context_tokens=size + 1000)  # as another writer would
+    assert append_turn_up_to(ticket=stale, up_to_tokens=size + 1000, role="agent", content="Hi") is None
+    assert Turn.objects.count() == 1 and Ticket.objects.get(pk=ticket.pk).turn_count == 1
+
+
+def test_on_its_own_a_keyed_turn_is_replayed_or_refused_as_in_a_transaction(ticket: Ticket) -> None:
+    def on_its_own() -> TurnAppended | None:
+        return append_turn_up_to(
+            ticket=ticket, up_to_tokens=10_000, role="customer", content="Hello", idempotency_key="k-1"
+        )
+
+    with (
+        Holder(lambda: api_turn(ticket, "k-1", content="Hello")) as first,
+        pytest.raises(IdempotencyKeyInFlight),
+    ):
+        on_its_own()
+    again = on_its_own()
+    assert again is not None and again.replayed and again.turn.pk == first.results[0].turn.pk
+    with pytest.raises(IdempotencyKeyReused):
+        append_turn_up_to(
+            ticket=ticket, up_to_tokens=10_000, role="customer", content="Bye", idempotency_key="k-1"
+        )

@@ -59,30 +59,16 @@ def append_turn(
     the same key with another body is refused. The same key still in flight waits for it, or with
     `refuse_in_flight` (the API) is refused at once.
     """
-    if role not in THREAD_ROLES:
-        raise InvalidInput(f"role {role!r} is not one of {', '.join(THREAD_ROLES)}", field="role")
-    if role == TurnRole.TOOL_CALL and not tool:
-        raise InvalidInput("a tool_call turn needs its tool name", field="tool")
-    if role in (TurnRole.CUSTOMER, TurnRole.AGENT) and not content:
-        raise InvalidInput(f"a {role} turn needs content", field="content")
-    if args is not None and not isinstance(args, dict):
-        raise InvalidInput("args must be a JSON object", field="args")
-
-    fields: dict[str, Any] = {
-        "role": role,
-        "content": content,
-        "tool": tool,
-        "args": args,
-        "tool_call_id": tool_call_id,
-        "boundary": boundary,
-    }
+    fields = _turn_fields(role, content, tool, args, tool_call_id, boundary)
     fingerprint = request_fingerprint(fields) if idempotency_key else ""
     using = ticket._state.db or "default"
     if connections[using].vendor == "postgresql" and (not idempotency_key or refuse_in_flight):
         # The key's lock, the earlier turn, the ticket's row lock and figures and the turn's row: one statement.
-        return _append_in_one_statement(
+        appended = _append_in_one_statement(
             ticket, fields, extra=extra, idempotency_key=idempotency_key, fingerprint=fingerprint, by=by
         )
+        assert appended is not None  # with no ceiling, a turn is always appended or replayed
+        return appended
     if not idempotency_key:
         # No earlier turn to look for: the row is locked by the update that numbers the turn.
         return _append_counted(ticket, fields, extra=extra, idempotency_key="", fingerprint="", by=by)
@@ -108,6 +94,63 @@ def append_turn(
     ticket.turn_count = number
     ticket.context_tokens = total
     return TurnAppended(turn=turn)
+
+
+def append_turn_up_to(
+    *,
+    ticket: Ticket,
+    up_to_tokens: int,
+    role: str,
+    content: str = "",
+    tool: str = "",
+    args: dict[str, Any] | None = None,
+    tool_call_id: str = "",
+    boundary: str = "",
+    extra: dict[str, Any] | None = None,
+    idempotency_key: str = "",
+    by: Actor = SYSTEM,
+) -> TurnAppended | None:
+    """`append_turn` as its own transaction: one statement, outside any transaction, that appends the turn only
+    when the ticket's context size with it stays at or under `up_to_tokens` (the caller's: under it, nothing the
+    turn causes needs the ticket's row lock beyond the statement's own). A key still in flight is refused at once.
+
+    None when nothing was written and the caller is to append in a transaction of its own: the turn would pass
+    the ceiling (the caller's ticket shows it: no statement is sent), the ticket row moved under a keyed
+    statement's snapshot, or the database is not PostgreSQL."""
+    fields = _turn_fields(role, content, tool, args, tool_call_id, boundary)
+    if connections[ticket._state.db or "default"].vendor != "postgresql":
+        return None
+    return _append_in_one_statement(
+        ticket,
+        fields,
+        extra=extra,
+        idempotency_key=idempotency_key,
+        fingerprint=request_fingerprint(fields) if idempotency_key else "",
+        by=by,
+        up_to_tokens=up_to_tokens,
+    )
+
+
+def _turn_fields(
+    role: str, content: str, tool: str, args: dict[str, Any] | None, tool_call_id: str, boundary: str
+) -> dict[str, Any]:
+    """The turn's own fields (what its fingerprint is made of), refused when they make no turn."""
+    if role not in THREAD_ROLES:
+        raise InvalidInput(f"role {role!r} is not one of {', '.join(THREAD_ROLES)}", field="role")
+    if role == TurnRole.TOOL_CALL and not tool:
+        raise InvalidInput("a tool_call turn needs its tool name", field="tool")
+    if role in (TurnRole.CUSTOMER, TurnRole.AGENT) and not content:
+        raise InvalidInput(f"a {role} turn needs content", field="content")
+    if args is not None and not isinstance(args, dict):
+        raise InvalidInput("args must be a JSON object", field="args")
+    return {
+        "role": role,
+        "content": content,
+        "tool": tool,
+        "args": args,
+        "tool_call_id": tool_call_id,
+        "boundary": boundary,
+    }
 
 
 def _count(fields: dict[str, Any], encoding: str) -> int:
@@ -199,7 +242,8 @@ def _append_in_one_statement(
     idempotency_key: str,
     fingerprint: str,
     by: Actor,
-) -> TurnAppended:
+    up_to_tokens: int | None = None,
+) -> TurnAppended | None:
     """append_turn on PostgreSQL, in one statement: the ticket row locked, numbered and its context size moved
     by an UPDATE ... RETURNING whose row the turn's INSERT reads (`APPEND`). With a key (the API's, refused at
     once when in flight), the same statement first takes the key's advisory lock and looks for the turn first
@@ -209,27 +253,37 @@ def _append_in_one_statement(
     committed in between numbered a turn on the ticket row, so the update, which sees the row at its newest,
     also asks that the turn count is still the snapshot's. When it is not (that, or any other turn committed
     meanwhile), nothing was written and the statement runs again, holding the key: its new snapshot shows
-    every turn stored with the key."""
+    every turn stored with the key.
+
+    With `up_to_tokens` (`append_turn_up_to`: no transaction around, so the key's lock ends with the statement)
+    the update also asks that the context size stays at or under it; nothing written is answered None, never
+    run again."""
     using = ticket._state.db or "default"
     db = connections[using]
     tokens = _count(fields, ticket.ticket_class.encoding)
+    bounded = up_to_tokens is not None
+    if up_to_tokens is not None and ticket.context_tokens + tokens > up_to_tokens:
+        return None  # as the caller read the ticket: over the ceiling, so not worth a statement
     turn = _unsaved_turn(
         ticket, fields, tokens=tokens, extra=extra, key=idempotency_key, fingerprint=fingerprint, by=by
     )
     values = [
         field.get_db_prep_save(field.pre_save(turn, True), connection=db) for field in _written_fields()
     ]
+    moved = [tokens, ticket.pk, *([tokens, up_to_tokens] if bounded else []), *values]
     with db.cursor() as cursor:
         if not idempotency_key:
-            cursor.execute(_append_sql(using, keyed=False, checked=False), [tokens, ticket.pk, *values])
+            cursor.execute(_append_sql(using, keyed=False, checked=False, bounded=bounded), moved)
             row = cursor.fetchone()
+            if row is None and bounded:
+                return None
         else:
             lock = advisory_key(ticket, idempotency_key)
             row, checked = None, True
             while row is None:
-                sql = _append_sql(using, keyed=True, checked=checked)
+                sql = _append_sql(using, keyed=True, checked=checked, bounded=bounded)
                 head = [lock, ticket.pk] if checked else [lock]
-                cursor.execute(sql, [*head, ticket.pk, idempotency_key, tokens, ticket.pk, *values])
+                cursor.execute(sql, [*head, ticket.pk, idempotency_key, *moved])
                 held, *made_row = cursor.fetchone()
                 made, prior = made_row[:3], made_row[3:]
                 if not held:
@@ -241,6 +295,8 @@ def _append_in_one_statement(
                     return TurnAppended(turn=first, replayed=True)
                 if made[0] is not None:
                     row = tuple(made)
+                elif bounded:
+                    return None
                 elif not checked:
                     break  # held, with a fresh snapshot, and still no row to update: the ticket is gone
                 checked = False
@@ -323,9 +379,10 @@ def _column_list(fields: Sequence[Any], quote: Callable[[str], str]) -> str:
 
 
 @cache
-def _append_sql(using: str, *, keyed: bool, checked: bool) -> str:
-    """APPEND (parameters: tokens, ticket pk, the written fields' values), or KEYED_APPEND (the key's advisory
-    lock id, the ticket pk when `checked`, the ticket pk and the key, then as APPEND), PostgreSQL's SQL.
+def _append_sql(using: str, *, keyed: bool, checked: bool, bounded: bool) -> str:
+    """APPEND (parameters: tokens, ticket pk, when `bounded` tokens and the ceiling, the written fields' values),
+    or KEYED_APPEND (the key's advisory lock id, the ticket pk when `checked`, the ticket pk and the key, then as
+    APPEND), PostgreSQL's SQL.
 
     The values are cast to their columns' types (a parameter in a SELECT list has none of its own), without a
     length: an explicit cast to varchar(n) would cut a long value where the column's assignment refuses it."""
@@ -348,6 +405,8 @@ def _append_sql(using: str, *, keyed: bool, checked: bool) -> str:
         f"UPDATE {ticket} SET {q('turn_count')} = {q('turn_count')} + 1, "
         f"{q('context_tokens')} = {q('context_tokens')} + %s WHERE {q('id')} = %s"
     )
+    if bounded:
+        update += f" AND {q('context_tokens')} + %s <= %s"
     moving = f"RETURNING {q('turn_count')}, {q('context_tokens')}"
     if not keyed:
         return f"WITH moved AS ({update} {moving}) {insert}"

@@ -1,5 +1,6 @@
-"""The turn POST's round trips to PostgreSQL, counted on the wire (bench/wire.py) as `make bench` counts them:
-the ticket read, BEGIN, one statement, COMMIT (issue 23's target for a turn that is not due: at most 4)."""
+"""The turn POST's round trips to PostgreSQL, counted on the wire (bench/wire.py) as `make bench` counts them
+(issue 23's target for a turn that is not due: at most 4): the ticket read, then one statement that is its own
+transaction (no BEGIN or COMMIT)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ def test_a_turn_that_is_not_due_takes_at_most_four_round_trips(
         assert response.json()["turn"] == number
         assert trips.connections == 0  # the open connection, no new one
         assert trips.round_trips <= TURN_POST_ROUND_TRIPS, trips
+        assert trips.statements == 2, trips  # the ticket read and the append
     assert Ticket.objects.get(pk=ticket.pk).turn_count == 2
 
 
