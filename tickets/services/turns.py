@@ -117,9 +117,9 @@ def append_turn_up_to(
     None when nothing was written and the caller is to append in a transaction of its own: the turn would pass
     the ceiling (the caller's ticket shows it: no statement is sent), the ticket row moved under a keyed
     statement's snapshot, or the database is not PostgreSQL."""
-    fields = _turn_fields(role, content, tool, args, tool_call_id, boundary)
     if connections[ticket._state.db or "default"].vendor != "postgresql":
-        return None
+        return None  # before validating: the caller's append_turn does that
+    fields = _turn_fields(role, content, tool, args, tool_call_id, boundary)
     return _append_in_one_statement(
         ticket,
         fields,
