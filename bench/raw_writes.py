@@ -4,8 +4,8 @@ What the desk executes was read from its query log (CaptureQueriesContext on Pos
 repeated here with the same locks and the same rows written, so D/R' is the price of the desk's code over the
 same database work, not of a cheaper job:
 
-- turn POST: the ticket with its class; BEGIN; the ticket locked (FOR UPDATE OF the ticket); the turn's tokens
-  counted; the turn inserted; the ticket's turn count and context size; COMMIT.
+- turn POST (not due): the ticket with its class; the turn's tokens counted; one statement that is its own
+  transaction: the ticket's turn count and context size moved (bounded by the threshold), the turn inserted.
 - action POST (succeeded or intended): BEGIN; one read, found by the ticket's id: the pinned state and the
   ticket locked (FOR UPDATE OF both) with the class, the key's earlier fingerprint and answer, and the (ticket,
   key) advisory lock (pg_try_advisory_xact_lock, named by the database from the ticket's primary key; refused
@@ -152,37 +152,55 @@ def _ticket(cur: psycopg.Cursor[Any], ticket_id: str) -> tuple[Any, ...] | None:
     return cur.fetchone()
 
 
+# The turn as the desk appends one that stays under its class's threshold (tickets/services/turns.py): the
+# ticket numbered and its figures moved by an UPDATE ... RETURNING, bounded by the threshold, whose row the
+# turn's INSERT reads; one statement, its own transaction (no BEGIN and COMMIT).
+TURN_SQL = """
+WITH moved AS (
+  UPDATE tickets_ticket SET turn_count = turn_count + 1, context_tokens = context_tokens + %s
+  WHERE id = %s AND context_tokens + %s <= %s RETURNING turn_count, context_tokens
+)
+INSERT INTO tickets_turn (ticket_id, number, role, content, tool, args, tool_call_id, boundary, tokens,
+  context_tokens, token_budget, threshold_tokens, posted_by_id, idempotency_key, request_fingerprint, extra,
+  created_at)
+SELECT %s, moved.turn_count, %s, %s, '', NULL, '', %s, %s, moved.context_tokens, %s, %s, %s, '', '', '{}', now()
+FROM moved RETURNING id, number, context_tokens
+"""
+
+
 def turn(cur: psycopg.Cursor[Any], ticket_id: str, user_id: int, body: dict[str, Any]) -> tuple[str, Any]:
+    """Outside a transaction (the caller's connection in autocommit): the ticket, then the one statement."""
     found = _ticket(cur, ticket_id)
     if found is None:
         return "404 Not Found", {"error": "not_found"}
-    cur.execute(LOCK_TICKET_SQL, [found[0]])
-    pk, count, context_tokens, budget, threshold = cur.fetchone() or found[:5]
+    pk, _, _, budget, threshold, _ = found
     content = body.get("content", "")
     tokens = _tokens(content)
-    number, total = count + 1, context_tokens + tokens
     threshold_tokens = int(budget * threshold)
     cur.execute(
-        """INSERT INTO tickets_turn (ticket_id, number, role, content, tool, args, tool_call_id, boundary, tokens,
-           context_tokens, token_budget, threshold_tokens, posted_by_id, idempotency_key, request_fingerprint,
-           extra, created_at)
-           VALUES (%s, %s, %s, %s, '', NULL, '', %s, %s, %s, %s, %s, %s, '', '', '{}', now()) RETURNING id""",
+        TURN_SQL,
         [
+            tokens,
             pk,
-            number,
+            tokens,
+            threshold_tokens,
+            pk,
             body["role"],
             content,
             body.get("boundary", ""),
             tokens,
-            total,
             budget,
             threshold_tokens,
             user_id,
         ],
     )
-    cur.execute(
-        "UPDATE tickets_ticket SET turn_count = %s, context_tokens = %s WHERE id = %s", [number, total, pk]
-    )
+    row = cur.fetchone()
+    if row is None:  # the turn would pass the threshold: the bench's tickets never do
+        return "409 Conflict", {
+            "error": "compaction_due",
+            "message": "R' appends only turns that are not due",
+        }
+    _, number, total = row
     return "201 Created", {
         "turn": number,
         "tokens": tokens,
