@@ -20,6 +20,9 @@ from django.db import connections
 from django.db.models import Model, QuerySet
 from django.db.models.sql import InsertQuery, UpdateQuery
 
+# A model's single-row INSERT of plain values, as Django compiled it the first time (per model and database).
+_INSERT_SQL: dict[tuple[str, str], str] = {}
+
 
 class WriteBatch:
     """Collect `update`s and `insert`s, then `run` them: one statement on PostgreSQL."""
@@ -57,9 +60,26 @@ class WriteBatch:
         if obj.pk is not None:
             raise ValueError("a batched insert leaves the primary key to the database")
         fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field and not f.generated]
+        connection = connections[self.using]
+        values = [field.pre_save(obj, True) for field in fields]
+        key = (meta.label, self.using)
+        sql = _INSERT_SQL.get(key)
+        if sql is not None and not any(hasattr(value, "resolve_expression") for value in values):
+            # A row of plain values: the model's INSERT is the same text every time, only its values change.
+            params = [
+                field.get_db_prep_save(value, connection=connection)
+                for field, value in zip(fields, values, strict=True)
+            ]
+            self._parts.append((sql, tuple(params)))
+            return
         query = InsertQuery(meta.model)
         query.insert_values(fields, [obj])
         ((sql, params),) = query.get_compiler(self.using).as_sql()
+        plain = not any(hasattr(v, "resolve_expression") for v in values) and not any(
+            hasattr(f, "get_placeholder") for f in fields
+        )
+        if plain and len(params) == len(fields):
+            _INSERT_SQL[key] = sql
         self._parts.append((sql, tuple(params)))
 
     def run(self) -> None:
