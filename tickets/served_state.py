@@ -51,6 +51,20 @@ class TextEdit(Func):
     def kind(self) -> Literal["append", "swap"]:
         return "append" if self.old is None else "swap"
 
+    def shape(self) -> tuple[Any, ...] | None:
+        """What the SQL text depends on, for a statement reused with new values (tickets.write_batch)."""
+        column = self.source_expressions[0]
+        if not isinstance(column, F) or "__" in column.name:
+            return None
+        return ("text", column.name, self.kind)
+
+    def values(self, vendor: str) -> list[Any]:
+        """The parameters as_sql sends, in its order."""
+        if self.old is None:
+            return [self.new]
+        found = f",{self.old},"
+        return [found, found, f",{self.new}," if self.new is not None else ","]
+
     def as_sql(  # type: ignore[override]
         self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
     ) -> tuple[str, list[Any]]:
@@ -58,11 +72,7 @@ class TextEdit(Func):
         if params:
             raise ValueError("a text edit reads one column")
         template = _SPELLINGS[connection.vendor][self.kind]
-        if self.old is None:
-            return template.format(col=column), [self.new]
-        found = f",{self.old},"
-        replacement = f",{self.new}," if self.new is not None else ","
-        return template.format(col=column), [found, found, replacement]
+        return template.format(col=column), self.values(connection.vendor)
 
 
 def served_columns(document: dict[str, Any]) -> dict[str, Any]:

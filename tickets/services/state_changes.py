@@ -153,8 +153,9 @@ def change_pinned_state[T](
         # The database edits the stored items in place, and the served texts beside them (when the locked row
         # had them current: `texts_stored`): a change sends the items it changed, not the state.
         texts = _served_writes(pinned, item_changes, totals_after, whole)
-        writes.update(
-            PinnedState.objects.filter(pk=pinned.pk),
+        writes.update_row(
+            PinnedState,
+            pinned.pk,
             data=json_edits.EditJSON("data", edits),
             **texts,
             version=pinned.version,
@@ -217,7 +218,7 @@ def change_pinned_state[T](
         stale_at = open_since + owner.ticket_class.intent_timeout if open_since else None
         fields.update(open_intent_since=open_since, intent_stale_at=stale_at)
     if fields:
-        writes.update(Ticket.objects.filter(pk=owner.pk), **fields)
+        writes.update_row(Ticket, owner.pk, **fields)
     if batch is None:
         writes.run()
     # The locked row was read fresh; the caller's copy follows it.
