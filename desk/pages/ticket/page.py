@@ -76,9 +76,15 @@ SAVINGS_INLINE_TURNS = CHART_SPAN
 
 
 def get_ticket(ticket_id: str) -> Ticket:
-    """The ticket with its class and pinned state, or 404."""
+    """The ticket with its class and pinned state, or 404. The state's stored items (`data`) are left
+    unread: the pages show the agent-facing state (`agent_json`), and a state of 2,000 actions is two
+    JSON documents of over a megabyte each; whatever asks for the items reads them then."""
     try:
-        return Ticket.objects.select_related("ticket_class", "pinned_state").get(ticket_id=ticket_id)
+        return (
+            Ticket.objects.select_related("ticket_class", "pinned_state")
+            .defer("pinned_state__data")
+            .get(ticket_id=ticket_id)
+        )
     except Ticket.DoesNotExist:
         raise Http404(f"no ticket {ticket_id}") from None
 

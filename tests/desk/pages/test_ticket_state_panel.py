@@ -8,7 +8,9 @@ import re
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from bench.fixtures import grow_state
 from desk.pages.ticket import PINS_PER_TURN
@@ -134,6 +136,16 @@ def test_a_long_state_counts_the_rest_and_links_to_every_action(sam: Client) -> 
     # The totals are the whole state's: 599 refunds of $1 (the intent holds its $5, it moved nothing).
     assert "Refunded total <b>$599.00</b>" in state
     assert 'id="card-refunded"><dt>Refunded</dt><dd>$599.00' in html
+
+
+def test_the_page_reads_the_agent_facing_state_not_the_stored_items(sam: Client) -> None:
+    """A state of 600 actions is two JSON documents: the page reads the one it shows."""
+    ticket = grown("T-A600", 600)
+    table = PinnedState._meta.db_table
+    with CaptureQueriesContext(connection) as queries:
+        assert sam.get(f"/tickets/{ticket.ticket_id}/").status_code == 200
+    assert any(f'"{table}"' in q["sql"] for q in queries)
+    assert not [q["sql"] for q in queries if f'"{table}"."data"' in q["sql"]]
 
 
 def test_the_state_json_link_answers_a_supervisors_session(sam: Client) -> None:
