@@ -185,6 +185,9 @@ def test_the_reversal_takes_any_action_by_id_with_the_newest_suggested(sam: Clie
         headers={"HX-Request": "true"},
     )
     assert response.status_code == 200
+    # The redrawn panel is as bounded as the page's: the intent and the newest (A3, reversed, is not drawn).
+    assert drawn_actions(response.content.decode()) == ["A1", *(f"A{n}" for n in range(551, 601))]
+    assert "549 older actions not listed" in response.content.decode()
     reversed_ = [a for a in PinnedState.objects.get(ticket=ticket).items.actions_taken if a.reversed]
     assert [a.id for a in reversed_] == ["A3"]
     # An id the state does not have is refused by the service, as before.
