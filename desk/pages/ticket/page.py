@@ -21,7 +21,8 @@ from compaction.models import CompactionEvent
 from compaction.selectors import CompactionTotals
 from core.cost import CostSummary
 from core.vocabulary import CompactionStatus
-from desk.pages.labels import PinnedMark, pinned_marks_by_turn
+from desk.pages.labels import PinnedMark, TurnPins, pins_by_turn
+from desk.pages.ticket.actions import ActionList, action_list, inline_state_json
 from desk.pages.ticket.live import Marks
 from desk.pages.ticket.sampler import sampled_series_rows
 from desk.pages.ticket.series import (
@@ -66,15 +67,24 @@ REFUSED_READ = 100  # refused attempts read for one page at most: the header's, 
 # line under it says how many older compactions there are and links to the timeline at the newest of them.
 CHART_SPAN = 10 * CHART_MAX_POINTS  # turns
 CHART_COMPACTIONS = 24  # compaction drops
+# Pinned items labelled at one turn of the timeline; past this a line counts the rest (an agent can record
+# thousands of actions at one turn: they are all in the state panel's links).
+PINS_PER_TURN = 8
 # What the compactions saved needs every working turn of the ticket (`compaction.costs.ticket_savings`):
 # past this many turns the page asks for that line on a request of its own (htmx, on load).
 SAVINGS_INLINE_TURNS = CHART_SPAN
 
 
 def get_ticket(ticket_id: str) -> Ticket:
-    """The ticket with its class and pinned state, or 404."""
+    """The ticket with its class and pinned state, or 404. The state's stored items (`data`) are left
+    unread: the pages show the agent-facing state (`agent_json`), and a state of 2,000 actions is two
+    JSON documents of over a megabyte each; whatever asks for the items reads them then."""
     try:
-        return Ticket.objects.select_related("ticket_class", "pinned_state").get(ticket_id=ticket_id)
+        return (
+            Ticket.objects.select_related("ticket_class", "pinned_state")
+            .defer("pinned_state__data")
+            .get(ticket_id=ticket_id)
+        )
     except Ticket.DoesNotExist:
         raise Http404(f"no ticket {ticket_id}") from None
 
@@ -175,9 +185,11 @@ class TimelineTurn:
     turn: Turn
     replaced_by: int | None = None
     replaced_at: int | None = None  # the turn of the compaction that replaced it: where its marker is
-    marks: list[PinnedMark] = field(default_factory=list)
+    marks: list[PinnedMark] = field(default_factory=list)  # at most PINS_PER_TURN of them
     events: list[EventFigures] = field(default_factory=list)
     refused: list[RefusedAttempt] = field(default_factory=list)
+    more_marks: int = 0  # pinned from this turn beyond `marks`
+    categories: list[str] = field(default_factory=list)  # of every item pinned from this turn, each once
 
 
 def refused_turn(attempt: RefusedAttempt) -> int:
@@ -250,6 +262,10 @@ class TicketPage:
     # `savings_deferred` says the page asks for it on its own request instead.
     savings: CostSummary | None = None
     savings_deferred: bool = False
+    # The pinned state's actions the panel draws (a bounded part of them, `action_list`), and whether the
+    # panel inlines the agent-facing JSON (a state of a few items) or links to it.
+    actions: ActionList = field(default_factory=ActionList)
+    state_json_inline: bool = True
 
     @property
     def compaction_count(self) -> int:
@@ -415,7 +431,7 @@ def ticket_page(
             refused_by_turn.setdefault(number, []).append(attempt)
         elif not 1 <= number <= ticket.turn_count:
             unplaced.append(attempt)
-    marks = pinned_marks_by_turn(state)
+    pins = pins_by_turn(state, turns=window, limit=PINS_PER_TURN)
     events_by_turn: dict[int, list[EventFigures]] = {}
     replaced: dict[int, EventFigures] = {}
     for event in on_window:
@@ -426,17 +442,21 @@ def ticket_page(
                 max(event.first_replaced_turn, window.first), min(event.last_replaced_turn, window.last) + 1
             ):
                 replaced[n] = event
-    timeline = [
-        TimelineTurn(
-            turn=t,
-            replaced_by=replaced[t.number].number if t.number in replaced else None,
-            replaced_at=replaced[t.number].at_turn if t.number in replaced else None,
-            marks=marks.get(t.number, []),
-            events=events_by_turn.get(t.number, []),
-            refused=refused_by_turn.get(t.number, []),
+    timeline = []
+    for t in turns:
+        pinned_here = pins.get(t.number) or TurnPins()
+        timeline.append(
+            TimelineTurn(
+                turn=t,
+                replaced_by=replaced[t.number].number if t.number in replaced else None,
+                replaced_at=replaced[t.number].at_turn if t.number in replaced else None,
+                marks=pinned_here.marks,
+                more_marks=pinned_here.more,
+                categories=pinned_here.categories,
+                events=events_by_turn.get(t.number, []),
+                refused=refused_by_turn.get(t.number, []),
+            )
         )
-        for t in turns
-    ]
     read_savings = savings or ticket.turn_count <= SAVINGS_INLINE_TURNS
     return TicketPage(
         ticket=ticket,
@@ -471,4 +491,6 @@ def ticket_page(
         status_older_than=statuses[STATUS_WINDOW - 1].pk if len(statuses) > STATUS_WINDOW else None,
         savings=ticket_savings(ticket) if read_savings else None,
         savings_deferred=not read_savings and counts.replacing > 0,
+        actions=action_list(state),
+        state_json_inline=inline_state_json(state),
     )
