@@ -42,7 +42,8 @@ def _shape(
             return None
         if value is None:
             shape.append((name, "null"))
-            params.append(None)  # Django 6.1 sends "= %s" with None (checked against its compile before reuse)
+            # Django 6.1 sends "= %s" with None (checked against its compile before reuse).
+            params.append(None)
         elif not hasattr(value, "resolve_expression"):
             shape.append((name, "value"))
             params.append(field.get_db_prep_save(value, connection=connection))  # type: ignore[union-attr]
