@@ -85,10 +85,6 @@ def _clone_ticket(source: Ticket, ticket_id: str) -> Ticket:
         for row in rows:
             row.pk = None
             setattr(row, name, copy)
-            if (
-                isinstance(row, PinnedState) and row.agent_data
-            ):  # the stored agent-facing state names its ticket
-                row.agent_data = {**row.agent_data, "ticket": ticket_id}
         model._default_manager.bulk_create(rows)  # type: ignore[union-attr]
     return copy
 

@@ -13,6 +13,7 @@ import hmac
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -31,7 +32,9 @@ StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 def _conn() -> psycopg.Connection[Any]:
     global _connection
     if _connection is None or _connection.closed:
-        _connection = psycopg.connect(os.environ["BENCH_RAW_DSN"])
+        # Autocommit, as Django runs: a read or a not-due turn is one statement, its own transaction; the other
+        # writes open theirs (BEGIN ... COMMIT), as the desk's atomic blocks do.
+        _connection = psycopg.connect(os.environ["BENCH_RAW_DSN"], autocommit=True)
     return _connection
 
 
@@ -67,15 +70,27 @@ WHERE k.prefix = %s AND k.revoked_at IS NULL AND u.is_active ORDER BY k.created_
 """
 
 
+# Live keys this process authenticated, for 5 s: the desk's TokenCache (SUNDRY_AUTH_CACHE_SECONDS).
+_AUTH_CACHE: dict[str, tuple[int, float]] = {}
+AUTH_CACHE_SECONDS = 5.0
+
+
 def _authenticated(cur: psycopg.Cursor[Any], token: str) -> int | None:
-    """The agent's user id for a live key, or None."""
+    """The agent's user id for a live key (from this process's 5 s cache, as the desk's), or None."""
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    cached = _AUTH_CACHE.get(digest)
+    if cached is not None and cached[1] > time.monotonic():
+        return cached[0]
+    user_id = _looked_up(cur, token, digest)
+    if user_id is not None:
+        _AUTH_CACHE[digest] = (user_id, time.monotonic() + AUTH_CACHE_SECONDS)
+    return user_id
+
+
+def _looked_up(cur: psycopg.Cursor[Any], token: str, digest: str) -> int | None:
     cur.execute(AUTH_SQL, [token[:12]])
     row = cur.fetchone()
-    if (
-        row is None
-        or not row[2]
-        or not hmac.compare_digest(row[0], hashlib.sha256(token.encode()).hexdigest())
-    ):
+    if row is None or not row[2] or not hmac.compare_digest(row[0], digest):
         return None
     return int(row[1])
 
@@ -148,7 +163,7 @@ def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[byte
         body = json.loads(raw or b"{}")
     conn = _conn()
     try:
-        with conn.transaction(), conn.cursor() as cur:
+        with conn.cursor() as cur:
             user_id = _authenticated(cur, token)
             if user_id is None:
                 return _answer(start_response, "401 Unauthorized", {"error": "not_authenticated"})
@@ -167,9 +182,13 @@ def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[byte
                 return _answer(start_response, *raw_writes.turn(cur, ticket_id, user_id, body))
             if method == "POST" and resource == "actions" and action_id is None:
                 key = environ.get("HTTP_IDEMPOTENCY_KEY", "")
-                return _answer(start_response, *raw_writes.action(cur, ticket_id, user_id, key, raw, body))
+                with conn.transaction():
+                    answer = raw_writes.action(cur, ticket_id, user_id, key, raw, body)
+                return _answer(start_response, *answer)
             if method == "PATCH" and resource == "actions" and action_id is not None:
-                return _answer(start_response, *raw_writes.settle(cur, ticket_id, action_id, user_id, body))
+                with conn.transaction():
+                    answer = raw_writes.settle(cur, ticket_id, action_id, user_id, body)
+                return _answer(start_response, *answer)
     except psycopg.OperationalError:
         conn.close()
         raise

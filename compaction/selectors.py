@@ -16,10 +16,11 @@ from django.db.models.functions import JSONObject
 from compaction.models import CompactionEvent
 from core.context import AssembledContext, TokenBreakdown, TurnView
 from core.state import StateItems, agent_state, model_state, replay_changes
+from core.state_text import TEXT_LISTS, head_text, served_text
 from core.tokens import REPLY_PRIMING_TOKENS
 from core.vocabulary import CompactionStatus
 from tickets.compiled_reads import CompiledRead
-from tickets.models import PinnedState, StateChange, Ticket, Turn
+from tickets.models import SERVED_COLUMNS, SERVED_TAIL, PinnedState, StateChange, Ticket, Turn
 
 
 @dataclass(frozen=True)
@@ -68,10 +69,28 @@ class ActiveSummary:
 @cache
 def context_tickets() -> QuerySet[Ticket]:
     """All tickets with_active_summary(), built once per process: filtering it clones the annotated query
-    instead of resolving its subqueries again on every context read."""
-    # The state's items are not read: the context serves the stored agent-facing state (PinnedState.agent_data),
-    # and reads `data` (one more query) only for a state with none of its version stored.
-    return with_active_summary(Ticket.objects.order_by()).defer("pinned_state__data")
+    instead of resolving its subqueries again on every context read.
+
+    Only the columns the context is made of are read (each column costs its conversion on every read): the
+    ticket's prompt and identifiers, the class's budget, the state's version, tokens and the model's served
+    texts (tickets.served_state); not its items nor its stored document. A state with no served text of its
+    version is built from its items (read then: one more query, and its class's catalog: one more)."""
+    return with_active_summary(Ticket.objects.order_by()).only(
+        "ticket_id",
+        "order_id",
+        "seller_type",
+        "ticket_class_id",
+        "system_prompt",
+        "system_prompt_tokens",
+        "ticket_class__token_budget",
+        "ticket_class__compaction_threshold",
+        "pinned_state__ticket_id",
+        "pinned_state__version",
+        "pinned_state__tokens",
+        "pinned_state__served_version",
+        *(f"pinned_state__{column}" for name, column in SERVED_COLUMNS.items() if name != "actions_taken"),
+        f"pinned_state__{SERVED_TAIL}",
+    )
 
 
 # The agent's context read, compiled once per process (it runs on every turn): the ticket by its id with
@@ -87,6 +106,10 @@ TURNS_FROM = CompiledRead(
     int,
     int,
 )
+
+
+# The model's lists of served texts, in the document's order (its actions stand for the agent's).
+_MODEL_LISTS = tuple(name for name in TEXT_LISTS if name != "actions_taken")
 
 
 def with_active_summary(tickets: QuerySet[Ticket]) -> QuerySet[Ticket]:
@@ -218,13 +241,15 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
     active = active_summary(ticket, through_turn)
     first_active = active.first_active_turn if active else 1
 
+    state: dict[str, Any] | str
     if through_turn is None:
         pinned = ticket.pinned_state
         pinned.ticket = ticket
-        state_json = model_state(pinned.agent_json())
+        stored = pinned.served_text(model=True)  # when read (context_tickets()) and current
+        state = stored if stored is not None else model_state(pinned.agent_json())
         state_tokens = pinned.tokens
     else:
-        state_json, state_tokens = state_as_of_turn(ticket, through_turn)
+        state, state_tokens = state_as_of_turn(ticket, through_turn)
 
     if through_turn is None:
         rows: Iterable[Any] = TURNS_FROM.iterator(
@@ -237,8 +262,34 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
             .values_list(*_TURN_FIELDS)
         )
     turns = [TurnView(*row) for row in rows]
+    pending = pending_claim(ticket) if through_turn is None else None
+    return _assembled(
+        system_prompt=ticket.system_prompt,
+        system_tokens=ticket.system_prompt_tokens,
+        state=state,
+        state_tokens=state_tokens,
+        active=active,
+        turns=turns,
+        pending=pending,
+        token_budget=ticket_class.token_budget,
+        threshold_tokens=ticket_class.threshold_tokens,
+    )
+
+
+def _assembled(
+    *,
+    system_prompt: str,
+    system_tokens: int,
+    state: dict[str, Any] | str,
+    state_tokens: int,
+    active: ActiveSummary | None,
+    turns: list[TurnView],
+    pending: dict[str, Any] | None,
+    token_budget: int,
+    threshold_tokens: int,
+) -> AssembledContext:
     breakdown = TokenBreakdown(
-        system=ticket.system_prompt_tokens,
+        system=system_tokens,
         state=state_tokens,
         summary=active.summary_tokens if active else 0,
         turns=sum(t.tokens for t in turns),
@@ -246,17 +297,87 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
     covers = None
     if active and active.first_replaced_turn is not None and active.last_replaced_turn is not None:
         covers = (active.first_replaced_turn, active.last_replaced_turn)
-    pending = pending_claim(ticket) if through_turn is None else None
     return AssembledContext(
         pending_compaction=pending,
-        system_prompt=ticket.system_prompt,
-        pinned_state=state_json,
+        system_prompt=system_prompt,
+        state=state,
         summary=active.summary if active else None,
         summary_covers=covers,
         turns=turns,
         tokens=breakdown,
-        token_budget=ticket_class.token_budget,
-        threshold_tokens=ticket_class.threshold_tokens,
+        token_budget=token_budget,
+        threshold_tokens=threshold_tokens,
+    )
+
+
+# The agent's context read as plain rows (desk.api.fast_reads): context_tickets()'s columns, the state's served
+# texts and the two events, with no model built; then the turns as rows. Only a state whose served texts are
+# current is answered so (else None: the caller takes assemble_context's way).
+_CONTEXT_ROW_FIELDS = (
+    "pk",
+    "ticket_id",
+    "order_id",
+    "seller_type",
+    "ticket_class_id",
+    "system_prompt",
+    "system_prompt_tokens",
+    "ticket_class__token_budget",
+    "ticket_class__compaction_threshold",
+    "pinned_state__version",
+    "pinned_state__tokens",
+    "pinned_state__served_version",
+    *(f"pinned_state__{SERVED_COLUMNS[name]}" for name in _MODEL_LISTS),
+    f"pinned_state__{SERVED_TAIL}",
+    "active_event",
+    "pending_event",
+)
+CONTEXT_ROW: CompiledRead[Any] = CompiledRead(
+    lambda ticket_id: (
+        with_active_summary(Ticket.objects.order_by())
+        .filter(ticket_id=ticket_id)
+        .values_list(*_CONTEXT_ROW_FIELDS)[:2]
+    ),
+    str,
+)
+
+
+@dataclass(frozen=True)
+class _Events:
+    """What active_summary and pending_claim read off a ticket loaded with with_active_summary()."""
+
+    active_event: Any
+    pending_event: Any
+
+
+def served_context(ticket_id: str) -> tuple[int, AssembledContext] | None:
+    """The ticket's class id and its context with the state as its served text, from plain rows (two
+    queries); None for no such ticket or no served text of its state's version."""
+    rows = CONTEXT_ROW.rows(ticket_id)
+    if len(rows) != 1:
+        return None
+    (pk, tid, order, seller_type, class_id, prompt, prompt_tokens, budget, share, version, state_tokens,
+     served_version, *lists, tail, active_event, pending_event) = rows[0]  # fmt: skip
+    if served_version != version or tail is None or None in lists:
+        return None
+    head = head_text(ticket=tid, order=order, seller_type=seller_type, version=version)
+    state = served_text(head=head, lists=dict(zip(_MODEL_LISTS, lists, strict=True)), tail=tail, model=True)
+    events = _Events(active_event, pending_event)
+    active = active_summary(events)  # type: ignore[arg-type]
+    first_active = active.first_active_turn if active else 1
+    turns = [
+        TurnView(n, role, content, tool, _json(args), call, boundary, tokens)
+        for n, role, content, tool, args, call, boundary, tokens in TURNS_FROM.rows(pk, first_active)
+    ]
+    return class_id, _assembled(
+        system_prompt=prompt,
+        system_tokens=prompt_tokens,
+        state=state,
+        state_tokens=state_tokens,
+        active=active,
+        turns=turns,
+        pending=pending_claim(events),  # type: ignore[arg-type]
+        token_budget=budget,
+        threshold_tokens=int(budget * share),
     )
 
 

@@ -299,8 +299,16 @@ def _low_gain(ticket: Ticket, plan: CutPlan, room: Room) -> PolicyOutcome:
     )
 
 
+def not_due_up_to(ticket_class: TicketClass) -> int:
+    """The largest request, in tokens, on which the policy is not due for this class (`is_due` is false at it and
+    true past it). A turn that leaves its ticket at or under it needs no decision under the ticket's row lock:
+    `decide` answers it not_due without reading anything (the turn's own statement may be its transaction)."""
+    return ticket_class.threshold_tokens
+
+
 def decide(*, ticket: Ticket, turn: Turn) -> Decision:
-    """Step 1, inside the turn's transaction (the ticket row is locked by the append).
+    """Step 1, inside the turn's transaction (the ticket row is locked by the append), or after the turn's own
+    statement when it left the ticket at or under `not_due_up_to` (then it only answers not_due).
 
     Due on tokens; at a boundary, claim (or join the pending claim); past the budget itself with no
     boundary, force a compaction of what is complete now; with no safe cut, record `over_budget`.

@@ -7,9 +7,12 @@ stored counts: nothing stored is tokenized again here.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
+from core.state_text import dumps
 from core.tokens import REPLY_PRIMING_TOKENS, RequestSize, compact_json, state_message, turn_text
 
 SUMMARY_PREFIX = "Summary of earlier turns (replaced by compaction):\n"
@@ -68,7 +71,9 @@ class TokenBreakdown:
 @dataclass(frozen=True)
 class AssembledContext:
     system_prompt: str
-    pinned_state: dict[str, Any]
+    # The pinned state as the model reads it: the document, or the text it is stored and served as
+    # (core.state_text), parsed only when something asks for `pinned_state`.
+    state: dict[str, Any] | str
     summary: dict[str, Any] | None
     summary_covers: tuple[int, int] | None
     turns: list[TurnView]
@@ -77,6 +82,11 @@ class AssembledContext:
     threshold_tokens: int
     # A compaction claimed and not finished yet (a worker will run it): number, since, running, upto_turn.
     pending_compaction: dict[str, Any] | None = None
+
+    @cached_property
+    def pinned_state(self) -> dict[str, Any]:
+        parsed: dict[str, Any] = json.loads(self.state) if isinstance(self.state, str) else self.state
+        return parsed
 
     def messages(self) -> list[dict[str, Any]]:
         """The request exactly as it would be sent: one dict per message."""
@@ -109,6 +119,17 @@ class AssembledContext:
         return {
             "system_prompt": self.system_prompt,
             "pinned_state": self.pinned_state,
+            **self._after_state(),
+        }
+
+    def as_json_text(self) -> str:
+        """`as_json()` as the API renders it, with the state's stored text put in as it is (not parsed)."""
+        state = self.state if isinstance(self.state, str) else dumps(self.state)
+        after = dumps(self._after_state())[1:]
+        return f'{{"system_prompt":{dumps(self.system_prompt)},"pinned_state":{state},{after}'
+
+    def _after_state(self) -> dict[str, Any]:
+        return {
             "summary": self.summary,
             "summary_covers_turns": list(self.summary_covers) if self.summary_covers else None,
             "turns": [t.as_json() for t in self.turns],

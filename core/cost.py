@@ -16,7 +16,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 MILLION = Decimal(1_000_000)
@@ -99,6 +99,19 @@ class CostSummary:
         return self.savings_usd - self.cost_usd
 
 
+def rounded_ratio(value: Decimal) -> float:
+    """A ratio to four places, half to even (as `round` does), from its exact decimal value."""
+    return float(value.quantize(Decimal("0.0001"), rounding=ROUND_HALF_EVEN))
+
+
+def mean_ratio(ratios: Iterable[float]) -> float | None:
+    """The mean of the compactions' ratios (each to four places), to four places: summed as decimals, so the
+    figure does not hang on the order floats were added in, and an AVG of the same values in the database
+    (`compaction.costs.ticket_savings`) rounds to the same figure. None without a ratio."""
+    values = [Decimal(str(r)) for r in ratios]
+    return rounded_ratio(sum(values, Decimal(0)) / len(values)) if values else None
+
+
 def summary_of(compactions: Iterable[CompactionCost], prices: Prices) -> CostSummary:
     items = list(compactions)
     ratios = [r for c in items if (r := c.compaction_to_turn_ratio) is not None]
@@ -107,7 +120,7 @@ def summary_of(compactions: Iterable[CompactionCost], prices: Prices) -> CostSum
         cost_usd=sum((c.cost_usd for c in items), Decimal(0)),
         tokens_not_resent=sum(c.tokens_not_resent for c in items),
         savings_usd=sum((c.savings_usd(prices) for c in items), Decimal(0)),
-        compaction_to_turn_ratio=round(sum(ratios) / len(ratios), 4) if ratios else None,
+        compaction_to_turn_ratio=mean_ratio(ratios),
     )
 
 
@@ -126,7 +139,7 @@ def summed(compactions: Iterable[CompactionCost], prices: Prices | None) -> dict
         "savings_usd": str(savings.quantize(Decimal("0.000001"))),
         "net_savings_usd": str((savings - cost).quantize(Decimal("0.000001"))),
         # The mean over the compactions: one compaction's cost over one working turn's.
-        "compaction_to_turn_ratio": round(sum(ratios) / len(ratios), 4) if ratios else None,
+        "compaction_to_turn_ratio": mean_ratio(ratios),
     }
 
 

@@ -3,6 +3,10 @@
 1. In one short, durable transaction (`transaction.atomic(durable=True)`: no caller can wrap it, so no
    caller can hold a lock while a model thinks): append the turn (tickets), apply what happens with it
    (the importer's state events), and run the compaction policy (compaction), which may claim a compaction.
+   A turn that leaves the ticket under the policy's threshold (the API's usual turn: nothing applied with it,
+   nothing for the policy to read or claim) is appended by one statement that is its own transaction, on
+   PostgreSQL: no BEGIN and COMMIT of their own. Any other turn, or one that would pass the threshold after
+   all, takes the transaction.
 2. After commit: a worker backend gets the claim queued (`transaction.on_commit`); the immediate
    backend, or the hard ceiling whatever the backend, runs it now, with no transaction open, inside
    the compaction deadline, so the turn answer reports what it did.
@@ -22,12 +26,12 @@ from django.tasks import task_backends
 from django.tasks.backends.immediate import ImmediateBackend
 
 from compaction.models import CompactionEvent
-from compaction.services import PolicyOutcome, decide
+from compaction.services import PolicyOutcome, decide, not_due_up_to
 from compaction.tasks import compact_ticket_task
 from core.vocabulary import TurnOutcome
 from tickets.models import Ticket, Turn
 from tickets.services.actors import SYSTEM, Actor
-from tickets.services.turns import append_turn
+from tickets.services.turns import TurnAppended, append_turn, append_turn_up_to
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,22 @@ def receive_turn(
     `refuse_in_flight` (the API): a retry whose Idempotency-Key is still being processed is refused at once
     rather than waiting to be replayed.
     """
+    if with_turn is None and (refuse_in_flight or not idempotency_key) and _outermost():
+        appended = append_turn_up_to(
+            ticket=ticket,
+            up_to_tokens=not_due_up_to(ticket.ticket_class),
+            role=role,
+            content=content,
+            tool=tool,
+            args=args,
+            tool_call_id=tool_call_id,
+            boundary=boundary,
+            extra=extra,
+            idempotency_key=idempotency_key,
+            by=by,
+        )
+        if appended is not None:
+            return _not_due(ticket, appended)
     return _receive(
         durable=True,
         ticket=ticket,
@@ -92,6 +112,24 @@ def receive_turn(
         by=by,
         refuse_in_flight=refuse_in_flight,
     )
+
+
+def _outermost() -> bool:
+    """No transaction is open but a test case's: where `transaction.atomic(durable=True)` could open one (the
+    check is Django's own, in `Atomic.__enter__`), so a turn's single statement may be its own transaction."""
+    blocks = connection.atomic_blocks
+    return not blocks or getattr(blocks[-1], "_from_testcase", False)
+
+
+def _not_due(ticket: Ticket, appended: TurnAppended) -> TurnReceived:
+    """The answer to a turn appended on its own (`append_turn_up_to`), the policy's decision included."""
+    if appended.replayed:
+        return _replayed(ticket, appended.turn)
+    decision = decide(ticket=ticket, turn=appended.turn)
+    if decision.outcome.status != TurnOutcome.NOT_DUE or decision.claimed is not None:
+        # The ceiling is the policy's own (not_due_up_to): under it, it decides nothing but not_due.
+        raise RuntimeError(f"the policy was due at turn {appended.turn.number}, under its own threshold")
+    return _received(ticket, appended.turn, decision.outcome)
 
 
 def rehearse_turn(

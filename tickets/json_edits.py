@@ -73,6 +73,19 @@ class EditJSON(Func):
         super().__init__(F(column))
         self.edits = tuple(edits)
 
+    def shape(self) -> tuple[Any, ...] | None:
+        """What the SQL text depends on (the column and each edit's kind, list and index), for a statement
+        reused with new values (tickets.write_batch); None for a column read through a relation."""
+        column = self.source_expressions[0]
+        if not isinstance(column, F) or "__" in column.name:
+            return None
+        return ("json", column.name, *((e.kind, e.key, e.index) for e in self.edits))
+
+    def values(self, vendor: str) -> list[Any]:
+        """The parameters as_sql sends, in its order."""
+        spelling = SPELLINGS[vendor]
+        return [json.dumps(e.value) for e in self.edits if "%s" in spelling[e.kind]]
+
     def as_sql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any) -> Sql:  # type: ignore[override]
         spelling = SPELLINGS.get(connection.vendor)
         if spelling is None:

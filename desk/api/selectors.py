@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import QuerySet
 
@@ -15,7 +16,12 @@ from compaction.selectors import (
     compaction_totals,
     context_figures,
 )
+from compaction.selectors import (
+    served_context as context_from_rows,
+)
 from core.context import AssembledContext
+from core.state import ITEM_LISTS
+from core.state_text import head_text, served_text
 from core.tokens import RequestSize
 from desk.api.fields import storable_text
 from desk.history import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, HistoryPage
@@ -23,10 +29,19 @@ from desk.history import ticket_history as _ticket_history
 from ledger.selectors import ticket_ledger_counts
 from tickets.compiled_reads import CompiledRead
 from tickets.errors import ClassNotAllowed, TicketNotFound
-from tickets.models import AgentToken, PinnedState, Ticket, TicketClass
+from tickets.models import (
+    SERVED_COLUMNS,
+    SERVED_TAIL,
+    STORED_STATE_COLUMNS,
+    AgentToken,
+    PinnedState,
+    Ticket,
+    TicketClass,
+)
 
 
-def _check_ticket_id(ticket_id: str) -> None:
+def check_ticket_id(ticket_id: str) -> None:
+    """TicketNotFound for an id no ticket can have, without a query."""
     # An id that no ticket can have (too long, or with characters the database refuses) is simply unknown.
     if len(ticket_id) > 64 or not storable_text(ticket_id):
         raise TicketNotFound("no ticket with that id", ticket_id=ticket_id[:64].replace("\x00", ""))
@@ -43,8 +58,8 @@ TICKET_BY_ID = CompiledRead(
 STATE_BY_TICKET_ID = CompiledRead(
     lambda ticket_id: (
         PinnedState.objects.select_related("ticket__ticket_class")
-        # The items are not read: the agent-facing state is the stored one (agent_data), or, when none of
-        # this version is stored, built from `data`, read then (one more query).
+        # The items are not read: the agent-facing state is its served text, or, when none of this version
+        # is stored, built from `data`, read then (one more query).
         .defer("data")
         .order_by()
         .filter(ticket__ticket_id=ticket_id)[:2]
@@ -57,7 +72,7 @@ STATE_BY_TICKET_ID = CompiledRead(
 STATE_FIGURES_BY_TICKET_ID = CompiledRead(
     lambda ticket_id: (
         PinnedState.objects.select_related("ticket__ticket_class")
-        .defer("data", "agent_data")
+        .defer("data", *STORED_STATE_COLUMNS)
         .order_by()
         .filter(ticket__ticket_id=ticket_id)[:2]
     ),
@@ -65,9 +80,53 @@ STATE_FIGURES_BY_TICKET_ID = CompiledRead(
 )
 
 
+# The state GET: the state's version and served texts (not its items nor its stored document), the ticket's
+# identifiers and class id, in one query whose rows are read as the database gives them.
+_SERVED_STATE_FIELDS = (
+    "version",
+    "served_version",
+    *(SERVED_COLUMNS[name] for name in ITEM_LISTS),
+    SERVED_TAIL,
+    "ticket__ticket_id",
+    "ticket__order_id",
+    "ticket__seller_type",
+    "ticket__ticket_class_id",
+)
+SERVED_STATE_BY_TICKET_ID: CompiledRead[Any] = CompiledRead(
+    lambda ticket_id: (
+        PinnedState.objects.order_by()
+        .filter(ticket__ticket_id=ticket_id)
+        .values_list(*_SERVED_STATE_FIELDS)[:2]
+    ),
+    str,
+)
+
+
+@dataclass(frozen=True)
+class ServedState:
+    version: int
+    ticket_class_id: int
+    text: str | None  # the document as served; None when no texts of this version are stored
+
+
+def served_state(ticket_id: str) -> ServedState | None:
+    """The state GET's answer, or None for no such ticket. One query."""
+    if len(ticket_id) > 64 or not storable_text(ticket_id):
+        return None
+    rows = SERVED_STATE_BY_TICKET_ID.rows(ticket_id)
+    if len(rows) != 1:
+        return None
+    version, served_version, *lists, tail, ticket, order, seller_type, class_id = rows[0]
+    text = None
+    if served_version == version and None not in lists and tail is not None:
+        head = head_text(ticket=ticket, order=order, seller_type=seller_type, version=version)
+        text = served_text(head=head, lists=dict(zip(ITEM_LISTS, lists, strict=True)), tail=tail)
+    return ServedState(version=version, ticket_class_id=class_id, text=text)
+
+
 def ticket_by_id(ticket_id: str) -> Ticket:
     """The ticket with its class (one query), or TicketNotFound."""
-    _check_ticket_id(ticket_id)
+    check_ticket_id(ticket_id)
     try:
         return TICKET_BY_ID.get(ticket_id)
     except Ticket.DoesNotExist:
@@ -77,7 +136,7 @@ def ticket_by_id(ticket_id: str) -> Ticket:
 def pinned_state_by_ticket_id(ticket_id: str, *, figures_only: bool = False) -> PinnedState:
     """The pinned state with its ticket and its stored agent-facing state, not its items (one query), or
     TicketNotFound. `figures_only`: neither the items nor the stored state (the version and tokens)."""
-    _check_ticket_id(ticket_id)
+    check_ticket_id(ticket_id)
     try:
         return (STATE_FIGURES_BY_TICKET_ID if figures_only else STATE_BY_TICKET_ID).get(ticket_id)
     except PinnedState.DoesNotExist:
@@ -164,12 +223,20 @@ def ticket_detail(ticket_id: str) -> TicketDetail:
 def ticket_context(ticket_id: str) -> AssembledContext:
     """The request an agent sends for its next turn: two queries (the ticket with its state and active
     summary, then the turns since), whatever the ticket's length."""
-    _check_ticket_id(ticket_id)
+    check_ticket_id(ticket_id)
     try:
         ticket = CONTEXT_TICKET.get(ticket_id)
     except Ticket.DoesNotExist:
         raise TicketNotFound(f"no ticket {ticket_id}", ticket_id=ticket_id) from None
     return assemble_context(ticket)
+
+
+def served_context(ticket_id: str) -> tuple[int, AssembledContext] | None:
+    """The ticket's class id and its context, with the state as its served text, read as plain rows; None for
+    no such ticket or no served text of its state's version. Two queries, as ticket_context."""
+    if len(ticket_id) > 64 or not storable_text(ticket_id):
+        return None
+    return context_from_rows(ticket_id)
 
 
 def ticket_compactions(ticket_id: str) -> QuerySet[CompactionEvent]:

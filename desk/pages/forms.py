@@ -10,12 +10,15 @@ from typing import Any
 
 from django import forms
 from django.core.validators import MaxValueValidator
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from compaction.models import ReviewVerdict
 from compaction.reviews import COMMENT_MAX_CHARS
 from core.vocabulary import StateOp
 from desk.pages.metrics import MAX_RANGE_DAYS, DateRange
 from desk.pages.queue import QUEUE_SORTS, QueueFilters, QueueFlag, QueuePosition, parse_cursor
+from desk.pages.ticket.actions import action_targets
 from tickets.models import TicketStatus
 
 # What each correction asks for, besides the reason and the version it was rendered from.
@@ -53,6 +56,37 @@ PIN_TITLES: dict[str, str] = {
     StateOp.CONSTRAINT_STATED: "a constraint",
     StateOp.DECISION_MADE: "a decision",
 }
+
+
+# The corrections that name an action: typed by its id (a state may hold thousands), with the newest offered.
+ACTION_TARGET_OPS: tuple[str, ...] = (StateOp.ACTION_REVERSED,)
+
+
+class DatalistInput(forms.TextInput):
+    """A text input with a <datalist> of suggestions (value, label): any value can be typed, and the
+    form or the service decides whether it names something."""
+
+    def __init__(self, options: list[tuple[str, str]], attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs)
+        self.options = options
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        widget_attrs = context["widget"]["attrs"]
+        widget_attrs["list"] = f"{widget_attrs.get('id') or name}-options"
+        return context
+
+    def render(
+        self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None
+    ) -> SafeString:
+        list_id = f"{(attrs or {}).get('id') or self.attrs.get('id') or name}-options"
+        options = format_html_join("", '<option value="{}">{}</option>', self.options)
+        return format_html(
+            '{}<datalist id="{}">{}</datalist>',
+            super().render(name, value, attrs, renderer),
+            list_id,
+            options,
+        )
 
 
 class CorrectionForm(forms.Form):
@@ -100,7 +134,20 @@ class CorrectionForm(forms.Form):
         kwargs.setdefault("auto_id", f"id_{op}_%s")
         super().__init__(*args, **kwargs)
         choices = (targets or {}).get(str(op), [])
-        self.fields["target_id"].widget = forms.Select(choices=[("", "choose…"), *choices])
+        if op in ACTION_TARGET_OPS:
+            self.fields["target_id"].widget = DatalistInput(
+                choices,
+                attrs={
+                    "placeholder": "A12",
+                    "autocomplete": "off",
+                    "spellcheck": "false",
+                    "size": 8,
+                    "title": "The action's id (the newest are suggested; any other can be typed)",
+                },
+            )
+            self.fields["target_id"].label = "Action"
+        else:
+            self.fields["target_id"].widget = forms.Select(choices=[("", "choose…"), *choices])
         self.fields["at_turn"].widget.attrs.update({"min": 1, "style": "width:5em"})
 
     def clean(self) -> dict[str, Any]:
@@ -184,12 +231,9 @@ class CorrectionPanel:
 
 
 def correction_targets(state: dict[str, Any]) -> dict[str, list[tuple[str, str]]]:
-    """The items each correction can name, from the agent-facing state."""
-    actions = [
-        (a["id"], f"{a['id']} {a['tool']} {a.get('item', '')} ${a.get('amount_cents', 0) / 100:,.2f}".strip())
-        for a in state.get("actions_taken", [])
-        if not a.get("reversed")
-    ]
+    """The items each correction can name, from the agent-facing state: every constraint and open question,
+    and the newest actions not yet reversed (an action is typed by its id: `action_targets`)."""
+    actions = action_targets(state)
     constraints = [(c["id"], f"{c['id']} {c['text']}") for c in state.get("customer_constraints", [])]
     questions = [(q["id"], f"{q['id']} {q['text']}") for q in state.get("open_questions", [])]
     return {
@@ -371,13 +415,16 @@ class TicketWindowForm(forms.Form):
     after = forms.IntegerField(min_value=0, max_value=CURSOR_MAX, required=False)
     audit_before = forms.IntegerField(min_value=1, max_value=CURSOR_MAX, required=False)
     status_before = forms.IntegerField(min_value=1, max_value=CURSOR_MAX, required=False)
+    # What the compactions saved, on the page itself however long the ticket (see ticket_page).
+    savings = forms.BooleanField(required=False)
 
-    def window_arguments(self) -> dict[str, int | None]:
+    def window_arguments(self) -> dict[str, Any]:
         return {name: self.cleaned_data.get(name) for name in self.fields}
 
     def error_text(self) -> str:
         names = ", ".join(f"{name}={self.data.get(name, '')!r}" for name in self.errors)
-        return f"Bad page of the ticket ({names}): each of {', '.join(self.fields)} is a whole number of 1 or more."
+        cursors = ", ".join(name for name, f in self.fields.items() if isinstance(f, forms.IntegerField))
+        return f"Bad page of the ticket ({names}): each of {cursors} is a whole number of 1 or more."
 
 
 class LiveMarksForm(forms.Form):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Container
+from dataclasses import dataclass, field
 from typing import Any
 
 from desk.pages.formatting import usd_cents
@@ -53,3 +54,35 @@ def pinned_marks_by_turn(state_json: dict[str, Any]) -> dict[int, list[PinnedMar
                     )
                 )
     return marks
+
+
+@dataclass
+class TurnPins:
+    """The items pinned from one turn: the first few labelled, the rest counted."""
+
+    marks: list[PinnedMark] = field(default_factory=list)
+    more: int = 0  # pinned from the turn beyond `marks`
+    categories: list[str] = field(default_factory=list)  # of every item pinned from the turn, each once
+
+
+def pins_by_turn(state_json: dict[str, Any], *, turns: Container[int], limit: int) -> dict[int, TurnPins]:
+    """The items pinned from each of `turns` (a page's window), in the order of `pinned_marks_by_turn`: at
+    most `limit` labelled per turn, however many an agent recorded at one turn."""
+    pins: dict[int, TurnPins] = {}
+    for category, _label in CATEGORIES:
+        for item in state_json.get(category, []):
+            at_turn = item.get("at_turn")
+            if not at_turn or int(at_turn) not in turns:
+                continue
+            turn = pins.setdefault(int(at_turn), TurnPins())
+            if category not in turn.categories:
+                turn.categories.append(category)
+            if len(turn.marks) < limit:
+                turn.marks.append(
+                    PinnedMark(
+                        category=category, id=str(item.get("id", "")), label=item_label(category, item)
+                    )
+                )
+            else:
+                turn.more += 1
+    return pins

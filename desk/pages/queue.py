@@ -18,7 +18,6 @@ from django.db.models import (
     Exists,
     ExpressionWrapper,
     F,
-    IntegerField,
     JSONField,
     OuterRef,
     Q,
@@ -27,15 +26,14 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.fields.json import KeyTextTransform
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, TupleLessThan
-from django.db.models.functions import Cast, Now
-from django.db.models.lookups import Exact
+from django.db.models.functions import Now
 
 from compaction.services import state_room
 from core.state import StateItems
 from ledger.models import Reconciliation
 from tickets.models import Ticket, TicketClass
+from tickets.served_state import TailTotal
 
 QUEUE_PAGE_SIZE = 50
 # Up to this many matching tickets the queue counts them; past it, it says "about N" or "N+".
@@ -137,9 +135,9 @@ class QueueCount:
         return f"{self.value:,} {noun}"
 
 
-# A queue row's pinned state has its agent-facing state stored for its version (PinnedState.agent_data).
-_STORED_CURRENT = Exact(
-    Cast(KeyTextTransform("version", "pinned_state__agent_data"), IntegerField()), F("pinned_state__version")
+# A queue row's pinned state has its served texts stored for its version (PinnedState.served_*).
+_STORED_CURRENT = Q(
+    pinned_state__served_version=F("pinned_state__version"), pinned_state__served_tail__isnull=False
 )
 
 
@@ -184,17 +182,9 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
             "pending_deferral",
         )
         .annotate(
-            # The refund total as the stored agent-facing state has it (PinnedState.agent_data), when stored
-            # for the row's version: a row reads one number, not its state (refunded_cents).
-            stored_refunded_cents=Case(
-                When(
-                    _STORED_CURRENT,
-                    then=Cast(
-                        KeyTextTransform("refunded_cents_total", "pinned_state__agent_data"), IntegerField()
-                    ),
-                ),
-                default=Value(None, output_field=IntegerField()),
-            ),
+            # The refund total as the served texts have it, when stored for the row's version: a row reads one
+            # number, not its state (refunded_cents).
+            stored_refunded_cents=TailTotal("refunded_cents_total", prefix="pinned_state__"),
             # The items, only for a row with no current stored state (the total is derived from them then).
             unstored_data=Case(
                 When(_STORED_CURRENT, then=Value(None, output_field=JSONField())),

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url, trigger_client_event
 
+from compaction.costs import ticket_savings
 from compaction.reviews import compaction_review_record
 from core.errors import InvalidInput
 from core.vocabulary import ActorKind
@@ -131,9 +132,17 @@ def ticket_detail(request: HttpRequest, ticket_id: str) -> HttpResponse:
     form = TicketWindowForm(request.GET)
     if not form.is_valid():
         return HttpResponse(form.error_text(), status=400, content_type="text/plain")
+    target = request.htmx.target if _is_fragment_request(request) else None  # type: ignore[attr-defined]
+    if target == "card-savings":
+        # A long ticket's page asks for what its compactions saved on its own (ticket_page reads it inline
+        # for a shorter one): one aggregate query over its compactions and working turns.
+        return render(
+            request,
+            "tickets/detail.html#card-savings",
+            {"ticket": ticket, "saved": ticket_savings(ticket)},
+        )
     page = ticket_reads.ticket_page(ticket, **form.window_arguments())
     template_name = "tickets/detail.html"
-    target = request.htmx.target if _is_fragment_request(request) else None  # type: ignore[attr-defined]
     fragment = target if target in TICKET_FRAGMENTS else None
     if fragment:
         template_name += f"#{fragment}"

@@ -12,10 +12,13 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.test import Client
+from rest_framework.renderers import JSONRenderer
 
 from bench import raw_app
 from bench.queue_fill import fill_queue, insert_select
 from compaction.models import CompactionEvent
+from core.state import StateItems, agent_state
+from tests.factories import ensure_roles
 from tickets.accounts import create_agent
 from tickets.models import PinnedState, StateChange, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
@@ -54,6 +57,7 @@ def raw_dsn(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_rprime_writes_what_the_desk_reads_back_as_its_own(raw_dsn: None) -> None:
+    ensure_roles()  # an earlier transactional test on this worker may have flushed the migration's groups
     klass = TicketClass.objects.create(slug="roomy", token_budget=2_000_000_000, compaction_threshold=1.0)
     open_ticket(
         ticket_id="T\u2011R1", order_id="SU-1", seller_type="marketplace", ticket_class=klass
@@ -104,6 +108,13 @@ def test_rprime_writes_what_the_desk_reads_back_as_its_own(raw_dsn: None) -> Non
         ("A2", "succeeded"),
     ]
     assert state["refunded_cents_total"] == 150 and state["version"] == settled["state_version"]
+    # R' kept the served texts as the desk does: the state read past DRF is the validated items, byte for byte.
+    served = desk.get(f"{base}/state/")
+    assert not hasattr(served, "data"), "the desk did not find R''s served texts current"
+    pinned = PinnedState.objects.select_related("ticket__ticket_class").get(ticket__ticket_id="T\u2011R1")
+    expected = agent_state(ticket="T\u2011R1", order="SU-1", seller_type="marketplace", version=pinned.version,
+                           items=StateItems.load(pinned.data, tools=pinned.ticket.ticket_class.tool_catalog))  # fmt: skip
+    assert served.content == JSONRenderer().render(expected)
     ticket = Ticket.objects.get(ticket_id="T\u2011R1")
     ops = list(StateChange.objects.filter(ticket=ticket).order_by("id").values_list("op", flat=True))
     assert ops == ["opened", "action_taken", "action_intended", "action_settled"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -9,7 +10,14 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
-from compaction.selectors import CONTEXT_TICKET, TURNS_FROM, context_tickets
+from compaction.selectors import (
+    _CONTEXT_ROW_FIELDS,
+    CONTEXT_ROW,
+    CONTEXT_TICKET,
+    TURNS_FROM,
+    context_tickets,
+    with_active_summary,
+)
 from tests.factories import chat
 from tickets.compiled_reads import CompiledRead
 from tickets.models import Ticket, TicketClass, Turn
@@ -109,3 +117,24 @@ def test_each_thread_uses_its_own_connection(tickets: list[Ticket]) -> None:
     worker.join()
     assert len(seen) == 1 and not isinstance(seen[0], BaseException), seen
     assert seen[0] is not connections["default"]
+
+
+def test_rows_are_the_querysets_values_as_the_database_gives_them(tickets: list[Ticket]) -> None:
+    for ticket in [*tickets, tickets[0]]:
+        orm = list(
+            with_active_summary(Ticket.objects.order_by())
+            .filter(ticket_id=ticket.ticket_id)
+            .values_list(*_CONTEXT_ROW_FIELDS)
+        )
+        with CaptureQueriesContext(connection) as queries:
+            rows = CONTEXT_ROW.rows(ticket.ticket_id)
+        assert len(rows) == 1 and len(queries) == 1
+        # The same values; the JSON of the two events as the database's text (no converter ran).
+        assert rows[0][:-2] == orm[0][:-2]
+        assert [None if v is None else json.loads(v) for v in rows[0][-2:]] == list(orm[0][-2:])
+        if connection.vendor == "postgresql":
+            # The query's constants are in its SQL: the ticket id is its one parameter.
+            assert queries[0]["sql"].count(ticket.ticket_id) == 1 and "'summary'" in queries[0]["sql"]
+    assert CONTEXT_ROW.rows("T-NOPE") == []
+    assert CONTEXT_ROW.rows("it's %s \u2011 '; DROP TABLE x; --") == []
+    assert len(TURNS_FROM.rows(tickets[2].pk, 3)) == 5

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 from django.db import connection, connections, transaction
+from django.db.models import Subquery
 from django.test.utils import CaptureQueriesContext
 
 from tests.factories import chat
 from tickets.models import IdempotencyRecord, PinnedState, StateChange, Ticket, TicketClass
 from tickets.services.actions import ActionRecorded, record_action
+from tickets.services.idempotency import advisory_key, advisory_key_sql
 from tickets.services.lifecycle import open_ticket
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -88,3 +90,18 @@ def test_the_key_is_taken_in_the_statement_that_locks_the_rows(ticket: Ticket) -
     advisory = [q["sql"] for q in queries.captured_queries if "advisory" in q["sql"]]
     assert len(advisory) == 1
     assert "pg_try_advisory_xact_lock" in advisory[0] and "FOR UPDATE" in advisory[0]
+
+
+@pytest.mark.parametrize("key", ["rf-1", "k\u00e9y-\u2603", "x" * 255])
+def test_the_database_names_the_keys_lock_as_advisory_key_does(ticket: Ticket, key: str) -> None:
+    """The action's statement names the key's lock from the ticket's primary key before it has read the
+    ticket: the same name as advisory_key's, so a request holding the lock by that name holds off a duplicate;
+    no name at all (no lock taken) for a ticket that does not exist."""
+
+    def named(ticket_id: str) -> int | None:
+        pk = Subquery(Ticket.objects.filter(ticket_id=ticket_id).values("pk")[:1])
+        rows = Ticket.objects.annotate(name=advisory_key_sql(pk, key)).filter(pk=ticket.pk)
+        return rows.values_list("name", flat=True).get()
+
+    assert named(ticket.ticket_id) == advisory_key(ticket, key)
+    assert named("T-NOPE") is None

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections, transaction
-from django.db.models import BooleanField, Func, JSONField, OuterRef, QuerySet, Subquery, TextField, Value
+from django.db.models import BooleanField, Func, JSONField, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -34,11 +34,19 @@ from tickets.errors import (
     IdempotencyKeyReused,
     NotIntentOwner,
     RepeatRefused,
+    TicketNotFound,
 )
 from tickets.fingerprints import request_fingerprint
-from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, Ticket, agent_data_is_current
+from tickets.models import (
+    STORED_STATE_COLUMNS,
+    IdempotencyRecord,
+    PinnedState,
+    RefusedAttempt,
+    Ticket,
+    stored_state_flags,
+)
 from tickets.services.actors import SYSTEM, Actor
-from tickets.services.idempotency import advisory_key, hold_key, hold_order, key_in_flight
+from tickets.services.idempotency import advisory_key_sql, hold_order, key_in_flight
 from tickets.services.refused_flag import ticket_refused_mark
 from tickets.services.state_changes import change_pinned_state, check_source, check_turn
 from tickets.write_batch import WriteBatch
@@ -72,7 +80,7 @@ RECORDABLE_STATUSES = (ActionStatus.INTENDED, ActionStatus.SUCCEEDED)
 
 def record_action(
     *,
-    ticket: Ticket,
+    ticket: Ticket | str,
     tool: str,
     idempotency_key: str,
     item: str = "",
@@ -103,6 +111,9 @@ def record_action(
     `succeeded_count`, the succeeded actions of this tool) must be the desk's figure with no intent open
     that would move it (BeliefStale), and the class's caps must leave room for the amount (CapExceeded);
     both refusals are kept like a repeat's.
+
+    `ticket` is the ticket, or its id (the API's): then the ticket is read with the locked state, in the same
+    statement, and an unknown one is TicketNotFound.
     """
     outcome = _record_action(
         ticket=ticket,
@@ -121,9 +132,10 @@ def record_action(
         expects=expects,
         source=source,
     )
+    ticket_id = ticket if isinstance(ticket, str) else ticket.ticket_id
     if isinstance(outcome, ActionRecorded):
         telemetry.guard_decision(
-            ticket_id=ticket.ticket_id,
+            ticket_id=ticket_id,
             tool=tool,
             item=item,
             amount_cents=amount_cents,
@@ -134,7 +146,7 @@ def record_action(
         return outcome
     # Nothing was written for the refused request; the refusal is, then raised past the writing block.
     attempt = RefusedAttempt.objects.create(
-        ticket=ticket,
+        ticket=outcome.ticket,
         code=outcome.error.code,
         actor_kind=by.kind,
         actor=by.user,
@@ -147,9 +159,9 @@ def record_action(
         earlier_action_id=outcome.earlier_id,
         message=outcome.error.message,
     )
-    ticket_refused_mark(ticket_id=ticket.pk)
+    ticket_refused_mark(ticket_id=outcome.ticket.pk)
     telemetry.guard_decision(
-        ticket_id=ticket.ticket_id,
+        ticket_id=ticket_id,
         tool=tool,
         item=item,
         amount_cents=amount_cents,
@@ -171,6 +183,7 @@ class _Refusal:
     earlier_id: str
     request: dict[str, Any]
     thread_turn: int
+    ticket: Ticket  # as read with the locked state
 
 
 def _public(action: ActionItem) -> dict[str, Any]:
@@ -237,7 +250,7 @@ def _order_used_cents(ticket: Ticket, effect: str) -> int:
     """What the order's other tickets hold of this money effect (succeeded or reserved)."""
     others = (
         PinnedState.objects.select_related("ticket__ticket_class")
-        .defer("agent_data")
+        .defer(*STORED_STATE_COLUMNS)
         .filter(ticket__order_id=ticket.order_id)
         .exclude(ticket_id=ticket.pk)
     )
@@ -267,42 +280,44 @@ def _cap_refusal(pinned: PinnedState, *, tool: str, amount_cents: int) -> CapBre
     )
 
 
-def _locked_state(ticket_pk: int, idempotency_key: str) -> QuerySet[PinnedState]:
+def _locked_state(ticket_id: str, idempotency_key: str) -> QuerySet[PinnedState]:
     prior = IdempotencyRecord.objects.filter(ticket=OuterRef("ticket_id"), key=idempotency_key)
     return (
         PinnedState.objects.select_for_update(of=("self", "ticket"))
         .select_related("ticket__ticket_class")
         # The items as JSON text, parsed and validated by pydantic in one pass (a long state's largest cost
         # here); `data` itself is not read: the change is written as an edit of it.
-        .defer("data", "agent_data")
+        .defer("data", *STORED_STATE_COLUMNS)
         .annotate(
-            agent_stored=agent_data_is_current(),
+            **stored_state_flags(),
             data_text=Cast("data", TextField()),
             prior_fingerprint=Subquery(prior.values("fingerprint")[:1]),
             prior_body=Subquery(prior.values("response_body")[:1], output_field=JSONField()),
         )
-        .filter(ticket_id=ticket_pk)
+        # By the ticket's id: the API's action reads its ticket here, not in a query of its own before.
+        .filter(ticket__ticket_id=ticket_id)
     )
 
 
 # Compiled once per process: every action takes this lock.
-LOCKED_STATE = CompiledRead(lambda ticket_pk, key: _locked_state(ticket_pk, key)[:2], int, str)
+LOCKED_STATE = CompiledRead(lambda ticket_id, key: _locked_state(ticket_id, key)[:2], str, str)
 
 
-def _locked_state_holding_key(
-    ticket_pk: int, idempotency_key: str, key: int, *, wait: bool
-) -> QuerySet[PinnedState]:
+def _locked_state_holding_key(ticket_id: str, idempotency_key: str, *, wait: bool) -> QuerySet[PinnedState]:
     """PostgreSQL: `_locked_state` that takes the key's advisory lock in its own WHERE (waiting for it, or
     not: then no row comes back and nothing is locked), and reads the state's version in the statement's
-    snapshot beside the locked row's (they differ when the row changed after the snapshot was taken)."""
+    snapshot beside the locked row's (they differ when the row changed after the snapshot was taken). The
+    lock's name is computed by the database from the ticket's primary key (`advisory_key_sql`)."""
+    ticket_pk = Subquery(Ticket.objects.order_by().filter(ticket_id=ticket_id).values("pk")[:1])
+    key = advisory_key_sql(ticket_pk, idempotency_key)
     if wait:  # pg_advisory_xact_lock returns void (as text: ''), once it has the lock
-        lock = Func(Value(key), template="(pg_advisory_xact_lock(%(expressions)s)::text = '')",
+        lock = Func(key, template="(pg_advisory_xact_lock(%(expressions)s)::text = '')",
                     output_field=BooleanField())  # fmt: skip
     else:
-        lock = Func(Value(key), function="pg_try_advisory_xact_lock", output_field=BooleanField())
+        lock = Func(key, function="pg_try_advisory_xact_lock", output_field=BooleanField())
     seen = PinnedState.objects.filter(ticket_id=OuterRef("ticket_id")).values("version")[:1]
     return (
-        _locked_state(ticket_pk, idempotency_key)
+        _locked_state(ticket_id, idempotency_key)
         .alias(key_held=lock)
         .filter(key_held=True)
         .annotate(snapshot_version=Subquery(seen))[:2]
@@ -310,15 +325,25 @@ def _locked_state_holding_key(
 
 
 # The same two ways (a duplicate still in flight waited for, or refused at once), compiled once each.
-LOCKED_STATE_WAITING = CompiledRead(
-    lambda t, k, n: _locked_state_holding_key(t, k, n, wait=True), int, str, int
-)
-LOCKED_STATE_OR_NONE = CompiledRead(
-    lambda t, k, n: _locked_state_holding_key(t, k, n, wait=False), int, str, int
-)
+LOCKED_STATE_WAITING = CompiledRead(lambda t, k: _locked_state_holding_key(t, k, wait=True), str, str)
+LOCKED_STATE_OR_NONE = CompiledRead(lambda t, k: _locked_state_holding_key(t, k, wait=False), str, str)
 
 
-def _lock_for_action(ticket: Ticket, idempotency_key: str, *, wait: bool) -> PinnedState:
+def _named(ticket: Ticket | str) -> tuple[str, str]:
+    """The ticket's id and database alias, for a ticket or its id (the API's: the default database)."""
+    if isinstance(ticket, str):
+        return ticket, "default"
+    return ticket.ticket_id, ticket._state.db or "default"
+
+
+def _no_state(ticket: Ticket | str) -> Exception:
+    """The error for a ticket with no state row: for one named by its id, it is unknown (TicketNotFound)."""
+    if isinstance(ticket, str):
+        return TicketNotFound(f"no ticket {ticket}", ticket_id=ticket)
+    return PinnedState.DoesNotExist("PinnedState matching query does not exist.")
+
+
+def _lock_for_action(ticket: Ticket | str, idempotency_key: str, *, wait: bool) -> PinnedState:
     """The state and ticket rows locked, with the class and the first answer to this key (if any), with the
     key held (`hold_key`'s lock): no request with the same key is then between its reads and its commit.
 
@@ -326,21 +351,23 @@ def _lock_for_action(ticket: Ticket, idempotency_key: str, *, wait: bool) -> Pin
     taken in the same statement: a same-key request that committed after that statement's snapshot and
     before the lock was taken changed the state row, which the lock then reads at its newest version; the
     snapshot's own version tells, and only then is the key's answer read again, in a snapshot of its own."""
-    using = ticket._state.db or "default"
+    ticket_id, using = _named(ticket)
     if connections[using].vendor != "postgresql":
-        hold_key(ticket, idempotency_key, wait=wait)
-        pinned = LOCKED_STATE.get(ticket.pk, idempotency_key, using=using)
-    else:
-        read = LOCKED_STATE_WAITING if wait else LOCKED_STATE_OR_NONE
-        rows = read.all(ticket.pk, idempotency_key, advisory_key(ticket, idempotency_key), using=using)
-        if not rows:
-            PinnedState.objects.using(using).get(ticket_id=ticket.pk)  # DoesNotExist when there is no state
-            raise key_in_flight(idempotency_key)
-        [pinned] = rows
-        if pinned.snapshot_version != pinned.version:  # type: ignore[attr-defined]
-            prior = IdempotencyRecord.objects.using(using).filter(ticket_id=ticket.pk, key=idempotency_key)
-            first = prior.values_list("fingerprint", "response_body").first()
-            pinned.prior_fingerprint, pinned.prior_body = first or (None, None)  # type: ignore[attr-defined]
+        try:
+            return LOCKED_STATE.get(ticket_id, idempotency_key, using=using)
+        except PinnedState.DoesNotExist:
+            raise _no_state(ticket) from None
+    read = LOCKED_STATE_WAITING if wait else LOCKED_STATE_OR_NONE
+    rows = read.all(ticket_id, idempotency_key, using=using)
+    if not rows:  # no such ticket or state, or the key held by another request
+        if not PinnedState.objects.using(using).filter(ticket__ticket_id=ticket_id).exists():
+            raise _no_state(ticket)
+        raise key_in_flight(idempotency_key)
+    [pinned] = rows
+    if pinned.snapshot_version != pinned.version:  # type: ignore[attr-defined]
+        prior = IdempotencyRecord.objects.using(using).filter(ticket_id=pinned.ticket_id, key=idempotency_key)
+        first = prior.values_list("fingerprint", "response_body").first()
+        pinned.prior_fingerprint, pinned.prior_body = first or (None, None)  # type: ignore[attr-defined]
     return pinned
 
 
@@ -353,7 +380,7 @@ def _keep_locked_items(pinned: PinnedState) -> None:
 @transaction.atomic
 def _record_action(
     *,
-    ticket: Ticket,
+    ticket: Ticket | str,
     tool: str,
     idempotency_key: str,
     item: str,
@@ -443,7 +470,7 @@ def _record_action(
     effect = tools.money_effect(tool)
 
     def refused(error: DeskError, earlier_id: str = "") -> _Refusal:
-        return _Refusal(error, earlier_id, request_body, locked_ticket.turn_count)
+        return _Refusal(error, earlier_id, request_body, locked_ticket.turn_count, locked_ticket)
 
     needs_belief = effect is not None and action_status == ActionStatus.INTENDED and belief is None
     if needs_belief and locked_ticket.ticket_class.require_belief:
@@ -488,7 +515,7 @@ def _record_action(
     # The state, the audit row, the ticket's figures and the key's answer: one statement on PostgreSQL.
     writes = WriteBatch(pinned._state.db or "default")
     action, pinned = change_pinned_state(
-        ticket=ticket,
+        ticket=locked_ticket if isinstance(ticket, str) else ticket,  # the caller's copy follows the row
         op=op,
         by=by,
         mutate=lambda state: state.add_action(action),
@@ -545,16 +572,34 @@ class ActionSettled:
     changed: bool
 
 
-def _lock_state_only(ticket: Ticket) -> PinnedState:
+def _state_only(ticket_id: str) -> QuerySet[PinnedState]:
     """The ticket's state row locked, and only it: the ticket's and the class's rows are read, not locked
-    (every settle of a class would wait on a locked class row)."""
+    (every settle of a class would wait on a locked class row). Found by the ticket's id, so the API's settle
+    reads its ticket here and not before; the items as JSON text, for pydantic to parse and validate in one
+    pass (as the action's lock reads them)."""
     return (
         PinnedState.objects.select_for_update(of=("self",))
         .select_related("ticket__ticket_class")
-        .defer("agent_data")
-        .annotate(agent_stored=agent_data_is_current())
-        .get(ticket=ticket)
+        .defer("data", *STORED_STATE_COLUMNS)
+        .annotate(**stored_state_flags(), data_text=Cast("data", TextField()))
+        .filter(ticket__ticket_id=ticket_id)[:2]
     )
+
+
+# Compiled once per process: every settle takes this lock.
+STATE_ONLY_LOCKED = CompiledRead(lambda ticket_id: _state_only(ticket_id), str)
+
+
+def _lock_state_only(ticket: Ticket | str) -> PinnedState:
+    """The state row locked (and nothing else), with its ticket and class, its items validated. For a ticket
+    named by its id, TicketNotFound when there is none."""
+    ticket_id, using = _named(ticket)
+    try:
+        pinned = STATE_ONLY_LOCKED.get(ticket_id, using=using)
+    except PinnedState.DoesNotExist:
+        raise _no_state(ticket) from None
+    _keep_locked_items(pinned)
+    return pinned
 
 
 def _may_settle(action: ActionItem, by: Actor) -> bool:
@@ -568,7 +613,7 @@ def _may_settle(action: ActionItem, by: Actor) -> bool:
 @transaction.atomic
 def settle_action(
     *,
-    ticket: Ticket,
+    ticket: Ticket | str,
     action_id: str,
     status: str,
     reason: str = "",
@@ -581,6 +626,9 @@ def settle_action(
     matches on. Settling again with the same status answers the same; with the other status it is refused. An
     action recorded without an intent is already succeeded. Only the agent that reserved the intent, or a
     supervisor, settles it (NotIntentOwner). The state row is locked once, and nothing else is.
+
+    `ticket` is the ticket, or its id (the API's): then the ticket is read with the locked state, in the same
+    statement, and an unknown one is TicketNotFound.
     """
     if status not in (ActionStatus.SUCCEEDED, ActionStatus.FAILED):
         raise InvalidInput(f"status {status!r}: settle an intent as succeeded or failed", field="status")
@@ -588,9 +636,10 @@ def settle_action(
     if status == ActionStatus.FAILED and not reason:
         raise InvalidInput("a failed intent needs a reason (what the tool answered)", field="reason")
     pinned = _lock_state_only(ticket)
+    owner = pinned.ticket if isinstance(ticket, str) else ticket
     current = pinned.items.find_action(action_id)
     if current is None:
-        raise ActionNotFound(f"no action {action_id!r} on {ticket.ticket_id}", action_id=action_id)
+        raise ActionNotFound(f"no action {action_id!r} on {owner.ticket_id}", action_id=action_id)
     if not _may_settle(current, by):
         raise NotIntentOwner(
             f"action {action_id} was reserved by another agent: only that agent, or a supervisor, settles it",
@@ -607,7 +656,7 @@ def settle_action(
         ActionStatus.SUCCEEDED if status == ActionStatus.SUCCEEDED else ActionStatus.FAILED
     )
     action, pinned = change_pinned_state(
-        ticket=ticket,
+        ticket=owner,
         op=StateOp.ACTION_SETTLED,
         by=by,
         mutate=lambda items: items.settle_action(

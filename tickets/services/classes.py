@@ -80,7 +80,7 @@ def save_ticket_class(*, ticket_class: TicketClass, by: User | None, reason: str
     if before and any(before[k] != after[k] for k in ("irreversible_tools", "money_tools")):
         # The money totals of the agent-facing state follow the catalog: the stored copies are dropped (reads
         # build the state from its items until its next change stores it again).
-        PinnedState.objects.filter(ticket__ticket_class=ticket_class).update(agent_data=None)
+        PinnedState.objects.filter(ticket__ticket_class=ticket_class).update(served_version=None)
     if before and any(before[k] != after[k] for k in ("token_budget", "compaction_threshold")):
         # A new threshold decides which tickets' state alone fills it (one pass over the class's tickets).
         ticket_class.tickets.all().refresh_state_over_threshold()

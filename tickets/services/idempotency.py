@@ -16,14 +16,33 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
+from django.db.models import BigIntegerField, Func, TextField, Value
+from django.db.models.functions import Cast
 
 from tickets.errors import IdempotencyKeyInFlight, IdempotencyKeyReused
 from tickets.models import IdempotencyRecord, Ticket
 
 
 def advisory_key(ticket: Ticket, idempotency_key: str) -> int:
+    """The name of the (ticket, key) advisory lock: the first 8 bytes of a SHA-256, as a signed bigint."""
     digest = hashlib.sha256(f"sundry-idempotency:{ticket.pk}:{idempotency_key}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def advisory_key_sql(ticket_pk: Any, idempotency_key: str) -> Func:
+    """`advisory_key` computed by PostgreSQL from an expression giving the ticket's primary key (a subquery
+    on the ticket's id), so a statement that has not read the ticket yet can take the key's lock; the same
+    value (bytes 1-8 of the SHA-256 as a signed bigint), NULL when the expression is (no such ticket)."""
+    return Func(
+        Cast(ticket_pk, TextField()),
+        Value(idempotency_key),
+        template=(
+            "(('x' || left(encode(sha256(convert_to('sundry-idempotency:' || %(expressions)s, 'UTF8')), "
+            "'hex'), 16))::bit(64)::bigint)"
+        ),
+        arg_joiner=" || ':' || ",
+        output_field=BigIntegerField(),
+    )
 
 
 def hold_key(ticket: Ticket, idempotency_key: str, *, wait: bool) -> None:

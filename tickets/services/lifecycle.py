@@ -10,6 +10,7 @@ from core.tokens import RequestSize, count_message, state_tokens
 from core.vocabulary import StateOp
 from tickets.errors import TicketAlreadyExists
 from tickets.models import PinnedState, StateChange, Ticket, TicketClass, TicketStatus, TicketStatusChange
+from tickets.served_state import served_columns
 from tickets.services.actors import SYSTEM, Actor
 
 
@@ -52,7 +53,11 @@ def open_ticket(
     except IntegrityError:
         raise TicketAlreadyExists(f"ticket {ticket_id} already exists", ticket_id=ticket_id) from None
     PinnedState.objects.create(
-        ticket=ticket, version=1, data=items_to_data(items), agent_data=state_json, tokens=opened_tokens
+        ticket=ticket,
+        version=1,
+        data=items_to_data(items),
+        **served_columns(state_json),
+        tokens=opened_tokens,
     )
     StateChange.objects.create(
         ticket=ticket,

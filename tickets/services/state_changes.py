@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import Expression, F
 from django.utils import timezone
 
 from core.errors import InvalidInput
@@ -26,12 +26,22 @@ from core.state import (
     state_document,
     validate_changes,
 )
+from core.state_text import MODEL_ACTIONS, item_text, list_texts, tail_text
 from core.tokens import RequestSize, state_frame_tokens, state_item_tokens
 from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
-from tickets import json_edits
+from tickets import json_edits, served_state
 from tickets.errors import StaleVersion
 from tickets.fingerprints import request_fingerprint
-from tickets.models import PinnedState, StateChange, Ticket, agent_data_is_current
+from tickets.models import (
+    SERVED_COLUMNS,
+    SERVED_TAIL,
+    STORED_STATE_COLUMNS,
+    PinnedState,
+    StateChange,
+    Ticket,
+    stored_state_flags,
+)
+from tickets.served_state import served_columns
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import StoredAnswer, answer_record, hold_key, scoped_key, stored_answer
 from tickets.write_batch import WriteBatch
@@ -43,8 +53,8 @@ def lock_pinned_state(ticket: Ticket) -> PinnedState:
     return (
         PinnedState.objects.select_for_update(of=("self", "ticket"))
         .select_related("ticket__ticket_class")
-        .defer("agent_data")
-        .annotate(agent_stored=agent_data_is_current())
+        .defer(*STORED_STATE_COLUMNS)
+        .annotate(**stored_state_flags())
         .get(ticket=ticket)
     )
 
@@ -131,43 +141,48 @@ def change_pinned_state[T](
                 )
     pinned.tokens += delta
     edits = _data_edits(item_changes, positions, stored_lists, questions_opened, items)
+    document: dict[str, Any] | None = None  # the whole agent-facing state, built only if its texts are stale
+
+    def whole() -> dict[str, Any]:
+        nonlocal document
+        if document is None:
+            document = agent_document(pinned, items)
+        return document
+
     if edits is not None and json_edits.supported(connection.vendor):
-        # The database edits the stored items in place, and the stored agent-facing state beside them (when
-        # the locked row had it current: `agent_stored`): a change sends the item it changed, not the state.
-        agent: Any
-        if getattr(pinned, "agent_stored", False):
-            agent = json_edits.EditJSON(
-                "agent_data",
-                _agent_edits(item_changes, positions, pinned.version, totals_before, totals_after),
-            )
-        else:  # none stored, or not of this version: written in full, once
-            agent = agent_document(pinned, items)
-        writes.update(
-            PinnedState.objects.filter(pk=pinned.pk),
+        # The database edits the stored items in place, and the served texts beside them (when the locked row
+        # had them current: `texts_stored`): a change sends the items it changed, not the state.
+        texts = _served_writes(pinned, item_changes, totals_after, whole)
+        writes.update_row(
+            PinnedState,
+            pinned.pk,
             data=json_edits.EditJSON("data", edits),
-            agent_data=agent,
+            **texts,
             version=pinned.version,
             tokens=pinned.tokens,
             updated_at=timezone.now(),
         )
         pinned.__dict__.pop("data", None)  # deferred: read again from the row if anyone asks
-        if isinstance(agent, dict):
-            pinned.agent_data = agent
-        else:
-            pinned.__dict__.pop("agent_data", None)
+        for name, value in texts.items():
+            if isinstance(value, Expression):  # computed by the database: read again if anyone asks
+                pinned.__dict__.pop(name, None)
+            else:
+                setattr(pinned, name, value)
     else:
         pinned.data = items_to_data(items)
-        pinned.agent_data = agent_document(pinned, items)
+        texts = served_columns(whole())
+        for name, value in texts.items():
+            setattr(pinned, name, value)
         pinned.updated_at = timezone.now()
         writes.update(
             PinnedState.objects.filter(pk=pinned.pk),
             data=pinned.data,
-            agent_data=pinned.agent_data,
+            **texts,
             version=pinned.version,
             tokens=pinned.tokens,
             updated_at=pinned.updated_at,
         )
-    pinned.agent_stored = True  # type: ignore[attr-defined]  # a later change on this copy edits it too
+    pinned.texts_stored = True  # type: ignore[attr-defined]  # a later change on this copy edits them too
     pinned.keep_items(items)
     moved = {
         name: [totals_before[name], totals_after[name]]
@@ -203,7 +218,7 @@ def change_pinned_state[T](
         stale_at = open_since + owner.ticket_class.intent_timeout if open_since else None
         fields.update(open_intent_since=open_since, intent_stale_at=stale_at)
     if fields:
-        writes.update(Ticket.objects.filter(pk=owner.pk), **fields)
+        writes.update_row(Ticket, owner.pk, **fields)
     if batch is None:
         writes.run()
     # The locked row was read fresh; the caller's copy follows it.
@@ -248,33 +263,35 @@ def _data_edits(
     return edits
 
 
-def _agent_edits(
+def _served_writes(
+    pinned: PinnedState,
     changes: list[ItemChange],
-    positions: dict[str, list[str]],
-    version: int,
-    totals_before: dict[str, int],
-    totals_after: dict[str, int],
-) -> list[json_edits.JSONEdit]:
-    """The stored agent-facing state's edits for the item changes _data_edits wrote (its lists hold the same
-    items in the same order, as the agent sees them), its version and the money totals that moved."""
-    edits = []
+    totals: dict[str, int],
+    whole: Callable[[], dict[str, Any]],
+) -> dict[str, Any]:
+    """The served texts' new values (tickets.served_state): when the locked row had them current
+    (`texts_stored`), each list one change touched edited in place by the database (an action's in both of
+    its lists), a list several changes touched written anew, the totals and the version; else all in full."""
+    if not (getattr(pinned, "texts_stored", False) and served_state.supported(connection.vendor)):
+        return served_columns(whole())
+    touched: dict[str, list[ItemChange]] = {}
     for change in changes:
-        if change.before is None:
-            assert change.after is not None  # an ItemChange adds, changes or removes
-            value = agent_item(change.category, change.after)
-            edits.append(json_edits.JSONEdit("append", change.category, value=value))
+        names = ["actions_taken", MODEL_ACTIONS] if change.category == "actions_taken" else [change.category]
+        for name in names:
+            touched.setdefault(name, []).append(change)
+    values: dict[str, Any] = {"served_version": pinned.version, SERVED_TAIL: tail_text(totals)}
+    for name, touching in touched.items():
+        column = SERVED_COLUMNS[name]
+        if len(touching) > 1:
+            values[column] = list_texts(whole())[name]
             continue
-        index = positions[change.category].index(change.before["id"])
-        if change.after is None:
-            edits.append(json_edits.JSONEdit("remove", change.category, index=index))
-        else:
-            value = agent_item(change.category, change.after)
-            edits.append(json_edits.JSONEdit("replace", change.category, index=index, value=value))
-    edits.append(json_edits.JSONEdit("set", "version", value=version))
-    for name, after in totals_after.items():
-        if totals_before.get(name) != after:
-            edits.append(json_edits.JSONEdit("set", name, value=after))
-    return edits
+        [change] = touching
+        old, new = (
+            None if side is None else item_text(name, agent_item(change.category, side))
+            for side in (change.before, change.after)
+        )
+        values[column] = served_state.TextEdit(column, old=old, new=new)
+    return values
 
 
 CORRECTION: Provenance = "supervisor_correction"

@@ -12,6 +12,10 @@ from compaction.models import CompactionEvent
 from tickets.models import RefusedAttempt, Ticket, Turn
 
 LIVE_TURNS_SHOWN = 10  # the newest of the new turns listed; the rest are counted
+LIVE_COMPACTIONS_SHOWN = (
+    10  # likewise the newest of the new compactions (numbered with no gap: counted by number)
+)
+LIVE_REFUSED_SHOWN = 10  # and of the new refused attempts
 
 
 @dataclass(frozen=True)
@@ -56,20 +60,34 @@ class LiveNews:
     def turns_not_listed(self) -> int:
         return self.new_turns - len(self.turns)
 
+    @property
+    def more_refused(self) -> bool:
+        """More refused attempts are new than are listed (they are not counted: their ids have gaps)."""
+        return len(self.refused) >= LIVE_REFUSED_SHOWN
+
+    @property
+    def new_compactions(self) -> int:
+        return max(len(self.compactions), self.now.compaction - self.opened.compaction)
+
 
 def live_news(ticket: Ticket, opened: Marks, now: Marks) -> LiveNews:
     """The turns after `opened.turn` (the newest `LIVE_TURNS_SHOWN`, oldest first), the compactions
-    numbered after `opened.compaction` and the refused attempts after `opened.refused`."""
+    numbered after `opened.compaction` and the refused attempts after `opened.refused` (the newest
+    `LIVE_COMPACTIONS_SHOWN` and `LIVE_REFUSED_SHOWN`, oldest first): bounded, however old the marks."""
     turns: list[Turn] = []
     if now.turn > opened.turn:
         newest = Turn.objects.filter(ticket=ticket, number__gt=opened.turn).order_by("-number")
         turns = list(newest[:LIVE_TURNS_SHOWN])[::-1]
-    compactions = list(
-        CompactionEvent.objects.filter(ticket=ticket, number__gt=opened.compaction)
-        .defer("summary", "coverage", "validation_errors")
-        .order_by("number")
-    )
+    compactions: list[CompactionEvent] = []
+    if now.compaction > opened.compaction:
+        compactions = list(
+            CompactionEvent.objects.filter(ticket=ticket, number__gt=opened.compaction)
+            .defer("summary", "coverage", "validation_errors")
+            .order_by("-number")[:LIVE_COMPACTIONS_SHOWN]
+        )[::-1]
     refused = list(
-        RefusedAttempt.objects.filter(ticket=ticket, pk__gt=opened.refused).defer("request").order_by("pk")
-    )
+        RefusedAttempt.objects.filter(ticket=ticket, pk__gt=opened.refused)
+        .defer("request")
+        .order_by("-pk")[:LIVE_REFUSED_SHOWN]
+    )[::-1]
     return LiveNews(opened=opened, now=now, turns=turns, compactions=compactions, refused=refused)

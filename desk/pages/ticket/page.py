@@ -9,21 +9,25 @@ moves nothing that is already on the page.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
-from django.db.models import Case, Count, F, IntegerField, Q, Subquery, Value, When
+from django.db.models import Case, Count, F, IntegerField, Max, Q, Subquery, Sum, Value, When
+from django.db.models.functions import Coalesce
 from django.http import Http404
 
-from compaction.costs import costs_by_class
+from compaction.costs import ticket_savings
 from compaction.models import CompactionEvent
-from compaction.selectors import CompactionTotals, totals_of
-from core.cost import CostSummary, summary_of
+from compaction.selectors import CompactionTotals
+from core.cost import CostSummary
 from core.vocabulary import CompactionStatus
-from desk.pages.labels import PinnedMark, pinned_marks_by_turn
+from desk.pages.labels import PinnedMark, TurnPins, pins_by_turn
+from desk.pages.ticket.actions import ActionList, action_list, inline_state_json
 from desk.pages.ticket.live import Marks
 from desk.pages.ticket.sampler import sampled_series_rows
 from desk.pages.ticket.series import (
     CHART_MAX_POINTS,
+    PAGE_EVENT_FIELDS,
     SERIES_FIELDS,
     ContextSeries,
     EventFigures,
@@ -57,17 +61,72 @@ TIMELINE_WINDOW = 30  # turns
 COMPACTIONS_SHOWN = 6  # compaction pills in the header: the newest, and as many of those worth a look
 REFUSED_SHOWN = 5  # refused attempts listed in the header
 REFUSED_READ = 100  # refused attempts read for one page at most: the header's, the window's and the unplaced
+# The chart covers the newest turns only: at most CHART_SPAN of them (sampled to CHART_MAX_POINTS points), and
+# no further back than needed to draw the newest CHART_COMPACTIONS compactions that replaced turns. However
+# many turns and compactions the ticket has, the chart reads that many turns and draws that many drops; a
+# line under it says how many older compactions there are and links to the timeline at the newest of them.
+CHART_SPAN = 10 * CHART_MAX_POINTS  # turns
+CHART_COMPACTIONS = 24  # compaction drops
+# Pinned items labelled at one turn of the timeline; past this a line counts the rest (an agent can record
+# thousands of actions at one turn: they are all in the state panel's links).
+PINS_PER_TURN = 8
+# What the compactions saved needs every working turn of the ticket (`compaction.costs.ticket_savings`):
+# past this many turns the page asks for that line on a request of its own (htmx, on load).
+SAVINGS_INLINE_TURNS = CHART_SPAN
 
 
 def get_ticket(ticket_id: str) -> Ticket:
-    """The ticket with its class and pinned state, or 404."""
+    """The ticket with its class and pinned state, or 404. The state's stored items (`data`) are left
+    unread: the pages show the agent-facing state (`agent_json`), and a state of 2,000 actions is two
+    JSON documents of over a megabyte each; whatever asks for the items reads them then."""
     try:
-        return Ticket.objects.select_related("ticket_class", "pinned_state").get(ticket_id=ticket_id)
+        return (
+            Ticket.objects.select_related("ticket_class", "pinned_state")
+            .defer("pinned_state__data")
+            .get(ticket_id=ticket_id)
+        )
     except Ticket.DoesNotExist:
         raise Http404(f"no ticket {ticket_id}") from None
 
 
-# What the chart reads of every turn, as plain rows: `values_list(*SERIES_FIELDS)` (rows, not model
+def _figures(events: Any) -> list[EventFigures]:
+    """Events as the page's plain rows of figures (no summary, coverage or errors)."""
+    return [EventFigures(*row) for row in events.values_list(*PAGE_EVENT_FIELDS)]
+
+
+@dataclass(frozen=True)
+class CompactionCounts:
+    """Every compaction of a ticket, counted and summed in one aggregate query."""
+
+    total: int
+    replacing: int
+    newest: int  # the highest number, 0 before any
+    totals: CompactionTotals
+
+
+def compaction_counts(ticket: Ticket) -> CompactionCounts:
+    """The ticket's compactions counted and summed by the database (one query, no row per event): what
+    `compaction.selectors.totals_of` sums over loaded events, with the count, the replacing ones and the
+    newest number."""
+    zero = Value(0)
+    row = CompactionEvent.objects.filter(ticket=ticket).aggregate(
+        total=Count("pk"),
+        replacing=Count("pk", filter=Q(status__in=CompactionStatus.replacing())),
+        newest=Coalesce(Max("number"), zero),
+        applied=Count("pk", filter=Q(status=CompactionStatus.APPLIED)),
+        failed=Count("pk", filter=Q(status=CompactionStatus.FAILED)),
+        deferred=Count("pk", filter=Q(status=CompactionStatus.DEFERRED)),
+        # `tokens_saved`: nothing when tokens_after is None, never below zero.
+        tokens_saved=Coalesce(
+            Sum(F("tokens_before") - F("tokens_after"), filter=Q(tokens_before__gt=F("tokens_after"))), zero
+        ),
+        summarizer_input_tokens=Coalesce(Sum("summarizer_input_tokens"), zero),
+        summarizer_output_tokens=Coalesce(Sum("summarizer_output_tokens"), zero),
+        cost_usd=Coalesce(Sum("cost_usd"), Value(Decimal("0"))),
+        latency_ms=Coalesce(Sum("latency_ms"), zero),
+    )
+    total, replacing, newest = row.pop("total"), row.pop("replacing"), row.pop("newest")
+    return CompactionCounts(total=total, replacing=replacing, newest=newest, totals=CompactionTotals(**row))
 
 
 @dataclass(frozen=True)
@@ -126,9 +185,11 @@ class TimelineTurn:
     turn: Turn
     replaced_by: int | None = None
     replaced_at: int | None = None  # the turn of the compaction that replaced it: where its marker is
-    marks: list[PinnedMark] = field(default_factory=list)
+    marks: list[PinnedMark] = field(default_factory=list)  # at most PINS_PER_TURN of them
     events: list[EventFigures] = field(default_factory=list)
     refused: list[RefusedAttempt] = field(default_factory=list)
+    more_marks: int = 0  # pinned from this turn beyond `marks`
+    categories: list[str] = field(default_factory=list)  # of every item pinned from this turn, each once
 
 
 def refused_turn(attempt: RefusedAttempt) -> int:
@@ -176,10 +237,15 @@ class TicketPage:
     pinned: PinnedState
     state: dict[str, Any]
     timeline: list[TimelineTurn]
-    # Every compaction of the ticket, with the columns the cards, the chart and the markers read.
-    compactions: list[EventFigures]
     audit: list[AuditRow | ReviewRow]
     series: ContextSeries
+    # The ticket's compactions counted and summed (one aggregate), and the few the header shows: the newest
+    # COMPACTIONS_SHOWN and as many older ones worth a look, newest first.
+    counts: CompactionCounts = field(
+        default_factory=lambda: CompactionCounts(0, 0, 0, CompactionTotals(0, 0, 0, 0, 0, 0, Decimal(0), 0))
+    )
+    recent_compactions: list[EventFigures] = field(default_factory=list)
+    flagged_compactions: list[EventFigures] = field(default_factory=list)
     window: TimelineWindow = field(default_factory=lambda: TimelineWindow(first=1, last=0, turn_count=0))
     # Refused attempts whose turn is not on the timeline (none recorded, or past the stored turns): shown
     # with the newest turns.
@@ -192,27 +258,23 @@ class TicketPage:
     # The oldest state version / status change shown, when older ones are left for the next page.
     audit_older_than: int | None = None
     status_older_than: int | None = None
+    # What the compactions saved, when the page read it (a ticket of at most SAVINGS_INLINE_TURNS turns);
+    # `savings_deferred` says the page asks for it on its own request instead.
+    savings: CostSummary | None = None
+    savings_deferred: bool = False
+    # The pinned state's actions the panel draws (a bounded part of them, `action_list`), and whether the
+    # panel inlines the agent-facing JSON (a state of a few items) or links to it.
+    actions: ActionList = field(default_factory=ActionList)
+    state_json_inline: bool = True
 
     @property
-    def recent_compactions(self) -> list[EventFigures]:
-        """The newest compactions, newest first: the header's pills."""
-        return self.compactions[::-1][:COMPACTIONS_SHOWN]
-
-    @property
-    def flagged_compactions(self) -> list[EventFigures]:
-        """Older compactions worth a look (a coverage miss, forced, no safe cut, failed), newest first."""
-        recent = {e.number for e in self.recent_compactions}
-        flagged = [
-            e
-            for e in reversed(self.compactions)
-            if e.number not in recent and (e.coverage_missing_count or e.status in WORTH_A_LOOK)
-        ]
-        return flagged[:COMPACTIONS_SHOWN]
+    def compaction_count(self) -> int:
+        return self.counts.total
 
     @property
     def older_compactions(self) -> int:
         """How many compactions the header does not show."""
-        return len(self.compactions) - len(self.recent_compactions) - len(self.flagged_compactions)
+        return self.counts.total - len(self.recent_compactions) - len(self.flagged_compactions)
 
     @property
     def recent_refused(self) -> list[tuple[RefusedAttempt, int]]:
@@ -228,25 +290,21 @@ class TicketPage:
 
     @property
     def compaction_totals(self) -> CompactionTotals:
-        """What compaction did and cost on this ticket, from the events already loaded."""
-        return totals_of(self.compactions)
+        """What compaction did and cost on this ticket (the aggregate's sums)."""
+        return self.counts.totals
 
     @property
     def compaction_savings(self) -> CostSummary | None:
         """What the replacing compactions saved (tokens not re-sent at the working input price) and one
-        compaction against one working turn (core.cost, one query); None before any replaced turns."""
-        costs = costs_by_class(CompactionEvent.objects.filter(ticket=self.ticket))
-        if not costs:
-            return None
-        [cost] = costs.values()
-        return summary_of(cost.compactions, cost.prices)
+        compaction against one working turn; None before any replaced turns, or when deferred."""
+        return self.savings
 
     @property
     def live_marks(self) -> Marks:
         """How far this page has seen, for its live poll (`ticket_live`)."""
         return Marks(
             turn=self.ticket.turn_count,
-            compaction=max((e.number for e in self.compactions), default=0),
+            compaction=self.counts.newest,
             refused=max((r.pk for r, _at in self.refused), default=0),
         )
 
@@ -267,15 +325,19 @@ def ticket_page(
     after: int | None = None,
     audit_before: int | None = None,
     status_before: int | None = None,
+    savings: bool = False,
 ) -> TicketPage:
-    """Everything the ticket page shows, for the window of turns chosen by `timeline_window`: 7 queries
-    after the ticket itself (one more when the threshold in force changed along a long ticket, two when
-    some turn was stored without its figures), whatever its length.
+    """Everything the ticket page shows, for the window of turns chosen by `timeline_window`: 12 queries
+    after the ticket itself (one more when the threshold in force changed along the chart's turns, two when
+    some turn was stored without its figures), whatever its length and however many compactions it has.
 
-    Only the window's turns are read whole; the chart reads five numbers per turn of a short ticket and
-    the database's sample of a long one (`sampled_series_rows`), the header and the markers read every
-    compaction's figures but not its summary, and the audit trail and the status changes read their
-    newest rows (or those before `audit_before` / `status_before`).
+    Every read is bounded by the page's own counts: the window's turns; the chart's turns (`CHART_SPAN` at
+    most, sampled by the database past `CHART_MAX_POINTS`) and its `CHART_COMPACTIONS` newest compactions;
+    the header's `COMPACTIONS_SHOWN` newest and worth-a-look ones; the compactions at or replacing the
+    window's turns; the newest rows of the audit trail and the status changes (or those before
+    `audit_before` / `status_before`). The compactions are counted and summed in one aggregate query.
+    What they saved reads every working turn, so it is read here only for a ticket of at most
+    SAVINGS_INLINE_TURNS turns (or with `savings`); a longer one's page asks for it on its own request.
     """
     pinned = ticket.pinned_state
     state = pinned.agent_json()
@@ -285,28 +347,80 @@ def ticket_page(
             "number"
         )
     )
-    compactions = event_figures(ticket)
-    # A long ticket's chart is sampled by the database; a short one's (or one with turns stored before
-    # turns kept their figures, which are replayed from every turn) reads every turn.
-    sample: list[SeriesRow] | None = None
-    if ticket.turn_count > CHART_MAX_POINTS:
-        replacing = CompactionStatus.replacing()
-        sample = sampled_series_rows(
-            ticket,
-            keep_turns=[e.at_turn for e in compactions if e.status in replacing],
-            limit=CHART_MAX_POINTS,
+    events = CompactionEvent.objects.filter(ticket=ticket)
+    replacing = CompactionStatus.replacing()
+    counts = compaction_counts(ticket)
+    # The header's: the newest COMPACTIONS_SHOWN (numbered 1 to the newest with no gap, as
+    # `compaction.services` numbers them) and the newest as many older ones worth a look, in one read. The
+    # ticket's stored flags (compaction.queue_figures) say which kinds it has at all: with none, the read
+    # stops at the newest few instead of looking through every event for one.
+    newest_shown = counts.newest - COMPACTIONS_SHOWN
+    look = Q(number__gt=newest_shown)
+    if ticket.has_coverage_miss:
+        look |= Q(coverage_missing_count__gt=0)
+    kinds = [
+        status
+        for status, flagged in (
+            (CompactionStatus.FORCED, ticket.has_forced),
+            (CompactionStatus.OVER_BUDGET, ticket.has_no_safe_cut),
+            (CompactionStatus.FAILED, ticket.has_failed),
         )
-    figures: list[SeriesRow] = (
-        sample
-        if sample is not None
-        else list(Turn.objects.filter(ticket=ticket).order_by("number").values_list(*SERIES_FIELDS))
+        if flagged
+    ]
+    if kinds:
+        look |= Q(status__in=kinds)
+    header = _figures(events.filter(look).order_by("-number")[: 2 * COMPACTIONS_SHOWN])
+    recent = [e for e in header if e.number > newest_shown]
+    flagged = [e for e in header if e.number <= newest_shown][:COMPACTIONS_SHOWN]
+    # The compactions the timeline marks at the window's turns, and those that replaced turns of the window
+    # (the ranges they replaced do not overlap, so at most one per turn; each is after the turns it replaced).
+    on_window = _figures(
+        events.filter(
+            Q(at_turn__gte=window.first, at_turn__lte=window.last)
+            | Q(
+                status__in=replacing,
+                at_turn__gt=window.first,
+                first_replaced_turn__lte=window.last,
+                last_replaced_turn__gte=window.first,
+            )
+        ).order_by("number")[: 2 * TIMELINE_WINDOW]
     )
-    # Only a turn stored before turns kept their figures needs the state's history to be replayed.
-    replay_changes = (
-        list(StateChange.objects.filter(ticket=ticket).only("to_version", "thread_turn", "after_tokens"))
-        if sample is None and not all(budget for _number, _context, budget, *_rest in figures)
-        else []
+    # The chart: the newest turns, back to just after the compaction before its CHART_COMPACTIONS newest.
+    chart_from = max(1, ticket.turn_count - CHART_SPAN + 1)
+    newest_replacing = _figures(
+        events.filter(status__in=replacing, at_turn__gte=chart_from).order_by("-at_turn")[
+            : CHART_COMPACTIONS + 1
+        ]
     )
+    if len(newest_replacing) > CHART_COMPACTIONS:
+        chart_from = newest_replacing.pop().at_turn + 1
+    drawn = newest_replacing[::-1]
+    span = ticket.turn_count - chart_from + 1
+    sample: list[SeriesRow] | None = None
+    if span > CHART_MAX_POINTS:
+        sample = sampled_series_rows(
+            ticket, keep_turns=[e.at_turn for e in drawn], limit=CHART_MAX_POINTS, first=chart_from
+        )
+        legacy = sample is None
+        figures: list[SeriesRow] = sample or []
+    else:
+        figures = list(
+            Turn.objects.filter(ticket=ticket, number__gte=chart_from)
+            .order_by("number")
+            .values_list(*SERIES_FIELDS)
+        )
+        legacy = not all(budget for _number, _context, budget, *_rest in figures)
+    replay_changes: list[StateChange] = []
+    if legacy:
+        # Some turn was stored before turns kept their figures: its size is replayed from stored counts,
+        # which needs every turn before it, the state's history and every compaction (an old ticket only).
+        sample = None
+        if chart_from > 1 or span > CHART_MAX_POINTS:  # else `figures` is every turn already
+            figures = list(Turn.objects.filter(ticket=ticket).order_by("number").values_list(*SERIES_FIELDS))
+        drawn = [e for e in event_figures(ticket) if e.status in replacing]
+        replay_changes = list(
+            StateChange.objects.filter(ticket=ticket).only("to_version", "thread_turn", "after_tokens")
+        )
     changes = audit_trail(ticket, limit=AUDIT_WINDOW + 1, before_version=audit_before)
     statuses = status_trail(ticket, limit=STATUS_WINDOW + 1, before=status_before)
     refused, refused_total = refused_for_page(ticket, window)
@@ -317,39 +431,42 @@ def ticket_page(
             refused_by_turn.setdefault(number, []).append(attempt)
         elif not 1 <= number <= ticket.turn_count:
             unplaced.append(attempt)
-    marks = pinned_marks_by_turn(state)
+    pins = pins_by_turn(state, turns=window, limit=PINS_PER_TURN)
     events_by_turn: dict[int, list[EventFigures]] = {}
     replaced: dict[int, EventFigures] = {}
-    for event in compactions:
+    for event in on_window:
         if event.at_turn in window:
             events_by_turn.setdefault(event.at_turn, []).append(event)
-        if (
-            event.status in CompactionStatus.replacing()
-            and event.first_replaced_turn
-            and event.last_replaced_turn
-        ):
+        if event.status in replacing and event.first_replaced_turn and event.last_replaced_turn:
             for n in range(
                 max(event.first_replaced_turn, window.first), min(event.last_replaced_turn, window.last) + 1
             ):
                 replaced[n] = event
-    timeline = [
-        TimelineTurn(
-            turn=t,
-            replaced_by=replaced[t.number].number if t.number in replaced else None,
-            replaced_at=replaced[t.number].at_turn if t.number in replaced else None,
-            marks=marks.get(t.number, []),
-            events=events_by_turn.get(t.number, []),
-            refused=refused_by_turn.get(t.number, []),
+    timeline = []
+    for t in turns:
+        pinned_here = pins.get(t.number) or TurnPins()
+        timeline.append(
+            TimelineTurn(
+                turn=t,
+                replaced_by=replaced[t.number].number if t.number in replaced else None,
+                replaced_at=replaced[t.number].at_turn if t.number in replaced else None,
+                marks=pinned_here.marks,
+                more_marks=pinned_here.more,
+                categories=pinned_here.categories,
+                events=events_by_turn.get(t.number, []),
+                refused=refused_by_turn.get(t.number, []),
+            )
         )
-        for t in turns
-    ]
+    read_savings = savings or ticket.turn_count <= SAVINGS_INLINE_TURNS
     return TicketPage(
         ticket=ticket,
         pinned=pinned,
         state=state,
         timeline=timeline,
         window=window,
-        compactions=compactions,
+        counts=counts,
+        recent_compactions=recent,
+        flagged_compactions=flagged,
         audit=trail_rows(
             changes[:AUDIT_WINDOW],
             ticket=ticket,
@@ -360,14 +477,20 @@ def ticket_page(
         series=context_series(
             ticket=ticket,
             turns=figures,
-            events=compactions,
+            events=drawn,
             changes=replay_changes,
             limit=CHART_MAX_POINTS,
-            sample_of=ticket.turn_count if sample is not None else None,
+            sample_of=span if sample is not None else None,
+            compaction_count=counts.replacing,
+            ticket_turns=ticket.turn_count,
         ),
         unplaced_refused=unplaced if not window.has_newer else [],
         refused=refused,
         refused_total=refused_total,
         status_changes=statuses[:STATUS_WINDOW],
         status_older_than=statuses[STATUS_WINDOW - 1].pk if len(statuses) > STATUS_WINDOW else None,
+        savings=ticket_savings(ticket) if read_savings else None,
+        savings_deferred=not read_savings and counts.replacing > 0,
+        actions=action_list(state),
+        state_json_inline=inline_state_json(state),
     )

@@ -87,14 +87,27 @@ class ContextSeries:
 
     points: list[ContextPoint]
     sampled: bool = False
-    turn_count: int | None = None
-    # Compactions that replaced turns, and how many of them the points carry (fewer only when sampled).
+    turn_count: int | None = None  # the turns the points are drawn from (a sample's, when sampled)
+    # Compactions that replaced turns (the ticket's, when the page says so), and how many the points carry.
     compaction_count: int = 0
     compactions_drawn: int = 0
+    # The first turn the chart covers, and the ticket's turns: the page's chart covers its newest turns.
+    from_turn: int = 1
+    ticket_turns: int | None = None
 
     @property
     def thinned(self) -> bool:
         return self.compactions_drawn < self.compaction_count
+
+    @property
+    def older_compactions(self) -> int:
+        """Compactions that replaced turns and are not drawn (before the chart's turns, or thinned)."""
+        return max(self.compaction_count - self.compactions_drawn, 0)
+
+    @property
+    def partial(self) -> bool:
+        """The chart covers only the ticket's newest turns."""
+        return self.from_turn > 1
 
     @property
     def first_turn(self) -> int:
@@ -199,13 +212,16 @@ def context_series(
     changes: Sequence[StateChange],
     limit: int | None = None,
     sample_of: int | None = None,
+    compaction_count: int | None = None,
+    ticket_turns: int | None = None,
 ) -> ContextSeries:
     """Per-turn context size with the budget and threshold in force, from what each turn stored
     (`turns` are rows of `SERIES_FIELDS`, in order).
 
     With `limit`, a longer series is sampled by `sample_indices`, keeping every compaction's point and
     every point where the threshold or budget in force changed. `sample_of` says `turns` are already
-    such a sample (`sampled_series_rows`) of a ticket of that many turns.
+    such a sample (`sampled_series_rows`) of that many turns. `compaction_count` and `ticket_turns`, when
+    given, are the ticket's, for a chart of its newest turns and newest compactions only.
     """
     ticket_class = ticket.ticket_class
     kinds = CompactionStatus.replacing()
@@ -244,14 +260,18 @@ def context_series(
         )
         for i in indices
     ]
+    first = numbers[0] if numbers else 1
     if sample_of is None:
-        turn_count, compaction_count = len(turns), sum(1 for n in numbers if n in replacing)
+        turn_count, in_turns = len(turns), sum(1 for n in numbers if n in replacing)
     else:
-        turn_count, compaction_count = sample_of, sum(1 for n in replacing if 1 <= n <= sample_of)
+        turn_count = sample_of
+        in_turns = sum(1 for n in replacing if first <= n < first + sample_of)
     return ContextSeries(
         points=points,
         sampled=len(points) < turn_count,
         turn_count=turn_count,
-        compaction_count=compaction_count,
+        compaction_count=in_turns if compaction_count is None else compaction_count,
         compactions_drawn=sum(1 for p in points if p.compaction),
+        from_turn=first,
+        ticket_turns=turn_count if ticket_turns is None else ticket_turns,
     )

@@ -5,7 +5,7 @@ state panel a correction redraws.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +13,7 @@ from django.db.models import OuterRef, Q, Subquery
 
 from compaction.models import CompactionReview
 from desk.pages.diff import DiffLine, change_diff
+from desk.pages.ticket.actions import ActionList, action_list, inline_state_json
 from tickets.models import PinnedState, StateChange, Ticket, TicketStatusChange
 
 AUDIT_WINDOW = 20  # state changes
@@ -110,6 +111,9 @@ class StatePanel:
     state: dict[str, Any]
     audit: list[AuditRow | ReviewRow]
     audit_older_than: int | None = None
+    # The actions the panel draws (a bounded part of the state's), and whether it inlines the state's JSON.
+    actions: ActionList = field(default_factory=ActionList)
+    state_json_inline: bool = True
 
 
 def state_panel(ticket: Ticket) -> StatePanel:
@@ -117,9 +121,12 @@ def state_panel(ticket: Ticket) -> StatePanel:
     correction."""
     pinned = PinnedState.objects.select_related("ticket__ticket_class").get(ticket=ticket)
     changes = audit_trail(ticket, limit=AUDIT_WINDOW + 1)
+    state = pinned.agent_json()
     return StatePanel(
         ticket=pinned.ticket,
-        state=pinned.agent_json(),
+        state=state,
+        actions=action_list(state),
+        state_json_inline=inline_state_json(state),
         audit=trail_rows(
             changes[:AUDIT_WINDOW], ticket=ticket, has_older=len(changes) > AUDIT_WINDOW, before_version=None
         ),

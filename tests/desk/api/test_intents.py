@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from desk.api.serializers import ActionRecordedOut
 from tests.desk.api.conftest import REFUND, post_action, url
 from tests.factories import chat
 from tickets.models import IdempotencyRecord, PinnedState, RefusedAttempt, StateChange, Ticket
@@ -180,6 +181,20 @@ def test_confirming_an_intent_records_the_refund(agent: APIClient, talked: Ticke
     assert post_action(agent, talked, "rf-2", **REFUND, status="intended").status_code == 409
 
 
+def test_a_settle_answers_in_the_documented_shape_with_the_action_as_the_state_shows_it(
+    agent: APIClient, talked: Ticket
+) -> None:
+    """The settle's body is built once by the service (no output serializer walks it): it must still be exactly
+    what ActionRecordedOut documents, and its action the state's, with no stored-only field."""
+    post_action(agent, talked, "rf-1", **REFUND, status="intended")
+    body = settle(agent, talked, "A1", status="succeeded", external_ref="re_123").json()
+    assert body == ActionRecordedOut(body).data
+    assert body["action"] == state(talked)["actions_taken"][0]
+    assert (body["action"]["external_ref"], body["action"]["source"]) == ("re_123", "tool_result")
+    assert not {"intended_at", "recorded_by_user_id"} & set(body["action"])
+    assert body["state_version"] == state(talked)["version"]
+
+
 def test_a_failed_intent_releases_the_item_and_a_retry_is_reserved(agent: APIClient, talked: Ticket) -> None:
     post_action(agent, talked, "rf-1", **REFUND, status="intended")
     failed = settle(agent, talked, "A1", status="failed", reason="payment provider timeout")
@@ -240,6 +255,47 @@ def test_a_malformed_settle_is_answered_400_and_changes_nothing(
     response = settle(agent, talked, "A1", **body)
     assert response.status_code == 400, response.json()
     assert state(talked)["actions_taken"][0]["status"] == "intended"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"status": "succeeded"}, {"status": "failed"}, {"status": "done"}, {"status": "succeeded", "extra": 1}],
+    ids=["good", "failed-without-reason", "unknown-status", "unknown-field"],
+)
+@pytest.mark.parametrize("ticket_id", ["T-NOPE", "T-" + "x" * 80], ids=["unknown", "too-long"])
+def test_a_settle_on_an_unknown_ticket_is_answered_404_whatever_its_body(
+    agent: APIClient, talked: Ticket, body: dict[str, Any], ticket_id: str
+) -> None:
+    """The settle reads its ticket with the locked state, not before the body is checked: an unknown ticket
+    is still answered 404 first, as before, and nothing is written."""
+    response = settle(agent, ticket_id, "A1", **body)
+    assert response.status_code == 404, response.json()
+    assert response.json()["error"] == "not_found"
+    assert not StateChange.objects.filter(op="action_settled").exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "body"),
+    [
+        ("rf-1", REFUND),
+        (None, REFUND),
+        ("bad key", REFUND),
+        ("rf-1", {**REFUND, "amount_cents": -1}),
+        ("rf-1", {**REFUND, "extra": 1}),
+        ("rf-1", {**REFUND, "status": "failed"}),
+    ],
+    ids=["good", "no-key", "malformed-key", "negative-amount", "unknown-field", "failed"],
+)
+@pytest.mark.parametrize("ticket_id", ["T-NOPE", "T-" + "x" * 80], ids=["unknown", "too-long"])
+def test_an_action_on_an_unknown_ticket_is_answered_404_whatever_its_key_and_body(
+    agent: APIClient, talked: Ticket, key: str | None, body: dict[str, Any], ticket_id: str
+) -> None:
+    """The action reads its ticket with the locked state, not before its key and body are checked: an unknown
+    ticket is still answered 404 first, as before, and nothing is kept."""
+    response = post_action(agent, ticket_id, key, **body)
+    assert response.status_code == 404, response.json()
+    assert response.json()["error"] == "not_found"
+    assert not IdempotencyRecord.objects.exists() and not RefusedAttempt.objects.exists()
 
 
 def test_recording_an_action_as_failed_is_refused(agent: APIClient, talked: Ticket) -> None:

@@ -1,4 +1,4 @@
-"""The agent-facing state is stored with every version (PinnedState.agent_data, edited in place by the services)
+"""The agent-facing state is stored with every version (PinnedState.served_*, edited in place by the services)
 and served as stored: for every version of a ticket built through the services, the state GET and the context
 serve exactly what validating the items and dumping them would (keys in the same order: the tokens were counted
 on it), and no read validates the items."""
@@ -16,7 +16,7 @@ from core.state import StateItems, agent_state, model_state
 from core.vocabulary import ActorKind
 from tests.desk.api.conftest import url
 from tests.factories import chat, supervisor
-from tickets.models import PinnedState, Ticket, TicketClass
+from tickets.models import SERVED_COLUMNS, SERVED_TAIL, PinnedState, Ticket, TicketClass
 from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
 from tickets.services.classes import save_ticket_class
@@ -111,7 +111,7 @@ def test_every_version_is_served_as_the_validated_dump(agent: APIClient, busy: T
         context = agent.get(url(busy, "context")).json()
         assert json.dumps(context["pinned_state"]) == json.dumps(model_state(expected)), what
         stored = PinnedState.objects.get(ticket=busy)
-        assert stored.agent_data is not None and stored.agent_data["version"] == stored.version, what
+        assert stored.served_version == stored.version and stored.served_text() is not None, what
         seen.append(expected["version"])
     assert seen == list(range(1, len(seen) + 1)) and len(seen) > 14
     assert served["refunded_cents_total"] == 500 and served["credited_cents_total"] == 700
@@ -138,10 +138,13 @@ def test_a_state_with_none_stored_is_built_from_its_items_and_stored_by_its_next
 ) -> None:
     """A row written otherwise (raw SQL, a bench's fixture) or made stale behind the services: never served stale."""
     change_state(ticket=busy, op="decision_made", text="Keep the lamp")
-    PinnedState.objects.filter(ticket=busy).update(agent_data=None)
+    PinnedState.objects.filter(ticket=busy).update(served_version=None)
     assert agent.get(url(busy, "state")).json() == validated(busy)
     change_state(ticket=busy, op="decision_made", text="And the mug")
-    assert PinnedState.objects.get(ticket=busy).agent_data == validated(busy)
+    stored = PinnedState.objects.select_related("ticket").get(ticket=busy)
+    assert stored.served_version == stored.version and json.loads(stored.served_text() or "") == validated(
+        busy
+    )
     # The items changed behind the services, the version with them: the stored copy is of another version.
     pinned = PinnedState.objects.get(ticket=busy)
     data = dict(pinned.data, decisions=pinned.data["decisions"][:1])
@@ -162,18 +165,6 @@ def test_a_new_tool_catalog_is_seen_in_the_totals_at_once(
     assert served == validated(busy)
 
 
-def test_the_migration_stores_the_states_already_there(busy: Ticket) -> None:
-    import importlib
-
-    from django.apps import apps
-
-    migration = importlib.import_module("tickets.migrations.0020_h36_agent_state")
-    change_state(ticket=busy, op="decision_made", text="Keep the lamp")
-    PinnedState.objects.update(agent_data=None)
-    migration.fill_agent_data(apps, None)
-    assert PinnedState.objects.get(ticket=busy).agent_data == validated(busy)
-
-
 def test_the_ticket_detail_reads_neither_the_items_nor_the_stored_state(
     agent: APIClient, busy: Ticket
 ) -> None:
@@ -186,4 +177,6 @@ def test_the_ticket_detail_reads_neither_the_items_nor_the_stored_state(
     assert body["state_version"] == version_of(busy)
     state_reads = [q["sql"] for q in queries.captured_queries if 'FROM "tickets_pinnedstate"' in q["sql"]]
     assert state_reads
-    assert all('"tickets_pinnedstate"."data"' not in sql and "agent_data" not in sql for sql in state_reads)
+    texts = [*SERVED_COLUMNS.values(), SERVED_TAIL]
+    assert all('"tickets_pinnedstate"."data"' not in sql for sql in state_reads)
+    assert all(f'"{column}"' not in sql for sql in state_reads for column in texts)

@@ -4,15 +4,17 @@ the figures `core.cost` computes (the eval's `cost` object uses the same), read 
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.test import Client
 
-from compaction.costs import costs_by_class
+from compaction.costs import costs_by_class, ticket_savings
 from compaction.models import CompactionEvent
 from core.cost import summary_of
 from desk.pages.formatting import usd
-from tests.factories import import_t40118
+from desk.pages.ticket import SAVINGS_INLINE_TURNS, get_ticket
+from tests.factories import import_t40118, long_ticket
 from tickets.models import Turn
 
 pytestmark = pytest.mark.django_db
@@ -79,3 +81,44 @@ def test_deferred_and_failed_compactions_save_nothing_and_classes_stay_apart(sce
     summary = summary_of(cost.compactions, cost.prices)
     assert summary.cost_usd == 0 and summary.compaction_to_turn_ratio == 0.0  # the extractive one is free
     assert summary.net_savings_usd == summary.savings_usd > 0
+
+
+def test_one_aggregate_query_sums_what_costs_by_class_does(
+    scenario: dict, django_assert_num_queries: Any
+) -> None:
+    """`ticket_savings` (one query, no row per compaction) and `summary_of(costs_by_class(...))` (the events,
+    then the working turns, summed in Python) agree, here on T-40118 with a priced summary and on a ticket
+    of 700 turns and 100 compactions of varied costs, some with a turn at the compaction's own turn."""
+    seed = import_t40118(scenario)
+    CompactionEvent.objects.filter(ticket=seed, status="applied").update(cost_usd=Decimal("0.000900"))
+    long = long_ticket("T-SAVE", 700, compact_every=7)
+    for event in CompactionEvent.objects.filter(ticket=long):
+        CompactionEvent.objects.filter(pk=event.pk).update(cost_usd=Decimal(event.number % 9) / 10_000)
+    for ticket in (get_ticket(seed.ticket_id), get_ticket(long.ticket_id)):  # with its class
+        [cost] = costs_by_class(CompactionEvent.objects.filter(ticket=ticket)).values()
+        with django_assert_num_queries(1):
+            aggregated = ticket_savings(ticket)
+        assert aggregated == summary_of(cost.compactions, cost.prices)
+        assert aggregated is not None and aggregated.tokens_not_resent > 0
+
+
+def test_a_long_ticket_asks_for_its_savings_on_a_request_of_its_own(sam: Client) -> None:
+    """Past SAVINGS_INLINE_TURNS the page reads no working turn: the cost card asks for the savings line
+    with htmx (a link without it), and that fragment carries the figures the short page would show."""
+    ticket = long_ticket("T-LONGSAVE", SAVINGS_INLINE_TURNS + 100, compact_every=50)
+    html = sam.get(f"/tickets/{ticket.ticket_id}/").content.decode()
+    card = html[html.index('id="card-cost"') :]
+    card = card[: card.index("</div>")]
+    assert "tokens not re-sent" not in card
+    assert 'href="?savings=on#card-cost" hx-get="?savings=on" hx-trigger="load"' in card
+    fragment = sam.get(
+        f"/tickets/{ticket.ticket_id}/?savings=on",
+        headers={"HX-Request": "true", "HX-Target": "card-savings"},
+    ).content.decode()
+    saved = ticket_savings(ticket)
+    assert saved is not None
+    line = f"saves {usd(saved.savings_usd)} · {saved.tokens_not_resent} tokens not re-sent"
+    assert fragment.startswith('<br><small class="cost-savings" id="card-savings"') and line in fragment
+    assert "<html" not in fragment
+    # Without htmx, the link is the whole page with the line in place.
+    assert line in sam.get(f"/tickets/{ticket.ticket_id}/?savings=on").content.decode()

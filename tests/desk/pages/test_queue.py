@@ -220,7 +220,7 @@ def test_a_queue_row_reads_its_stored_refund_total_not_its_state(
     column = '"tickets_pinnedstate"."data"'
     assert page and all(sql.count(column) == sql.count(f"ELSE {column}") for sql in page)
     assert html.count("$15.00") == 2
-    PinnedState.objects.filter(ticket=second).update(agent_data=None)
+    PinnedState.objects.filter(ticket=second).update(served_version=None)
     with CaptureQueriesContext(connection) as again:
         assert sam.get("/").content.decode().count("$15.00") == 2
     assert len(again.captured_queries) == len(queries.captured_queries)

@@ -19,7 +19,7 @@ from django.http import StreamingHttpResponse
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from desk.pages.ticket.page import REFUSED_SHOWN, TIMELINE_WINDOW
+from desk.pages.ticket.page import CHART_COMPACTIONS, REFUSED_SHOWN, TIMELINE_WINDOW
 from desk.pages.ticket.series import CHART_MAX_POINTS
 from desk.pages.ticket.trails import STATUS_WINDOW
 from tests.browser.desk_data import supervisor
@@ -98,10 +98,10 @@ def test_the_page_of_50000_turns_shows_a_window_a_sampled_chart_and_bounded_list
     assert refused_reads and all("LIMIT" in sql for sql in refused_reads), refused_reads
     assert f"Refused attempts <small>{REFUSALS}</small>" in html
     assert f"and {REFUSALS - REFUSED_SHOWN} older" in html
-    # Bounded whatever the ticket's length: the chart draws at most CHART_MAX_POINTS compaction drops (1,000
-    # here, 100 at 5,000 turns, where each is drawn), so the page is within twice the 5,000-turn one's, and far
-    # under the 2.3 MB issue 23 saw.
-    assert html.count('class="drop ') <= 2 * CHART_MAX_POINTS  # the wide chart and the narrow one
+    # Bounded whatever the ticket's length: the chart draws its CHART_COMPACTIONS newest compaction drops (of
+    # 1,000 here, of 100 at 5,000 turns), so the page is within twice the 5,000-turn one's, and far under the
+    # 2.3 MB issue 23 saw.
+    assert html.count('class="drop ') == 2 * CHART_COMPACTIONS  # the wide chart and the narrow one
     five_k = sam.get("/tickets/T-5K/").content.decode()
     assert turns_shown(five_k) == list(range(5_000 - TIMELINE_WINDOW + 1, 5_001))
     assert len(html) <= 2 * len(five_k), (len(html), len(five_k))

@@ -13,10 +13,11 @@ from tests.browser.desk_data import HOSTILE, hostile_ticket, import_t40118
 
 pytestmark = pytest.mark.django_db
 
-# session + user + roles + ticket (with class and pinned state) + the window's turns + the chart's figures
-# of every turn + compaction events + audit trail + its reviews + refused attempts + status changes + ledger outcomes
-# + what the compactions saved (the cost card: the compactions, then their working turns)
-DETAIL_QUERIES = 14
+# session + user + roles + ticket (with class and pinned state) + the window's turns + the compactions counted
+# and summed + the header's compactions + those at or replacing the window's turns + the chart's newest
+# compactions + the chart's turns + audit trail + its reviews + refused attempts + status changes + ledger
+# outcomes + what the compactions saved (one aggregate; a ticket past SAVINGS_INLINE_TURNS asks for it apart)
+DETAIL_QUERIES = 16
 
 
 @pytest.mark.parametrize("until", [4, 26])

@@ -8,8 +8,10 @@ import re
 import pytest
 from django.test import Client
 
+from desk.pages.ticket.live import LIVE_COMPACTIONS_SHOWN
 from desk.turns import receive_turn
 from tests.browser.desk_data import import_seed_t40118
+from tests.factories import long_ticket
 from tickets.models import Ticket
 
 pytestmark = pytest.mark.django_db
@@ -62,3 +64,13 @@ def test_bad_marks_are_a_400(sam: Client, scenario: dict, query: str) -> None:
     response = sam.get(f"/tickets/{ticket.ticket_id}/live/?{query}")
     assert response.status_code == 400
     assert "Bad live marks" in response.content.decode()
+
+
+def test_a_poll_with_old_marks_lists_the_newest_compactions_and_counts_the_rest(sam: Client) -> None:
+    """Marks from before 60 compactions (bulk_create): the news lists the newest LIVE_COMPACTIONS_SHOWN of
+    them, oldest first, and counts all 60, in a bounded read."""
+    ticket = long_ticket("T-LIVE", 3000, compact_every=50)
+    html = sam.get(f"/tickets/{ticket.ticket_id}/live/?turn=3000&compaction=0&refused=0").content.decode()
+    listed = [int(n) for n in re.findall(r"#(\d+) applied at turn", html)]
+    assert listed == list(range(61 - LIVE_COMPACTIONS_SHOWN, 61))
+    assert "· 60 compactions" in html

@@ -8,12 +8,16 @@ from html import unescape
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from core.vocabulary import ActorKind
 from desk.pages.ticket import (
     AUDIT_WINDOW,
+    CHART_COMPACTIONS,
     CHART_MAX_POINTS,
+    COMPACTIONS_SHOWN,
     SERIES_FIELDS,
     STATUS_WINDOW,
     TIMELINE_WINDOW,
@@ -230,19 +234,63 @@ def test_the_header_shows_the_newest_compactions_and_counts_the_rest(sam: Client
     assert "and 24 older" in header
 
 
-def test_the_chart_of_a_long_ticket_is_sampled_and_keeps_every_compaction_drop(sam: Client) -> None:
+def test_the_chart_of_a_long_ticket_draws_its_newest_compactions_sampled_and_links_to_the_older(
+    sam: Client,
+) -> None:
+    """3,000 turns, a compaction every 50: the chart covers the turns after the compaction before its
+    CHART_COMPACTIONS newest (#37 at 1850 to #60 at 3000), sampled, each drop at its turn, and says where the
+    36 older ones are."""
     long_ticket("T-3000", 3000)
     html = sam.get("/tickets/T-3000/").content.decode()
     svg = html[html.index('<svg class="chart"') : html.index("</svg>")]
     dots = re.findall(r'<circle class="dot[^"]*"[^>]*data-turn="(\d+)"', svg)
     assert 2 < len(dots) <= CHART_MAX_POINTS
-    assert f'data-points="{len(dots)}"' in svg and 'data-sampled="3000"' in svg
-    for number in range(1, 61):  # every compaction's drop, at its turn
-        assert f'data-compaction="{number}"' in svg
-        assert str(number * 50) in dots
-    assert {"1", "3000"} <= set(dots)
+    first = 3000 - CHART_COMPACTIONS * 50 + 1  # the turn after compaction #36's
+    assert f'data-points="{len(dots)}"' in svg and f'data-sampled="{3000 - first + 1}"' in svg
+    drawn = [int(n) for n in re.findall(r'class="drop [^"]*" data-compaction="(\d+)"', svg)]
+    assert drawn == list(range(61 - CHART_COMPACTIONS, 61))
+    assert all(str(number * 50) in dots for number in drawn)
+    assert {str(first), "3000"} <= set(dots) and min(int(d) for d in dots) == first
     assert 'class="dot over"' in svg  # the turns over the threshold before each drop are kept
-    assert "turns drawn: every compaction" in html
+    note = html[html.index('id="chart-note"') :]
+    note = note[: note.index("</p>")]
+    assert f"The newest turns, {first}\u20133000 of 3000" in note
+    assert f"the {CHART_COMPACTIONS} newest compactions" in note
+    assert f"{60 - CHART_COMPACTIONS} older compactions not drawn" in note
+    assert f'href="/tickets/T-3000/?before={first}#timeline"' in note
+    assert 'href="/tickets/T-3000/export.json"' in note
+
+
+def markers(html: str) -> dict[str, int]:
+    """What the page draws for compactions: the chart's drops (wide and narrow), the header's pills and the
+    timeline's markers."""
+    return {
+        "drops": html.count('<g class="drop '),
+        "pills": html.count('<span class="pill-pair">'),
+        "timeline": len(re.findall(r'<li class="marker marker-[a-z_]+[^"]*" id="compaction-', html)),
+    }
+
+
+def test_what_the_page_reads_and_draws_does_not_grow_with_the_compactions(sam: Client) -> None:
+    """3,000 turns with 30 compactions, and with 300 (bulk_create): the same queries, none of them reading
+    the compactions without a LIMIT but the one aggregate, and the same drops and pills; the timeline marks
+    the compactions of its window only."""
+    seen: dict[int, tuple[list[str], dict[str, int], int]] = {}
+    for every in (100, 10):
+        ticket = long_ticket(f"T-C{every}", 3000, compact_every=every)
+        with CaptureQueriesContext(connection) as queries:
+            html = sam.get(f"/tickets/{ticket.ticket_id}/").content.decode()
+        sqls = [q["sql"] for q in queries.captured_queries]
+        seen[3000 // every] = (sqls, markers(html), len(html))
+        reads = [sql for sql in sqls if 'FROM "compaction_compactionevent"' in sql]
+        unbounded = [sql for sql in reads if "LIMIT" not in sql and "COUNT(" not in sql]
+        assert not unbounded, unbounded
+    (few_sql, few, few_size), (many_sql, many, many_size) = seen[30], seen[300]
+    assert len(few_sql) == len(many_sql)
+    assert few["drops"] == many["drops"] == 2 * CHART_COMPACTIONS
+    assert few["pills"] == many["pills"] == COMPACTIONS_SHOWN
+    assert few["timeline"] <= many["timeline"] <= TIMELINE_WINDOW
+    assert many_size < 1.2 * few_size, (many_size, few_size)
 
 
 def test_the_chart_of_a_short_ticket_draws_every_turn(sam: Client) -> None:
