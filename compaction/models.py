@@ -35,7 +35,10 @@ class CompactionEventQuerySet(models.QuerySet["CompactionEvent"]):
 class CompactionEvent(models.Model):
     """One decision of the compaction policy that did something: applied, failed or deferred."""
 
-    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="compactions")
+    # No index of its own: (ticket, number) is unique, and its index serves every lookup by ticket. A ticket-only
+    # index let the planner, estimating one event per ticket, read all 7,140 of a long ticket's and sort them to
+    # find its newest applied one (17 ms of every context read) instead of probing `event_active`.
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="compactions", db_index=False)
     number = models.PositiveIntegerField(help_text="1 for the ticket's first event, 2 for the next, ...")
     at_turn = models.PositiveIntegerField(help_text="The turn whose append triggered this event.")
     upto_turn = models.PositiveIntegerField(
@@ -89,6 +92,13 @@ class CompactionEvent(models.Model):
             models.Index(fields=["ticket"], condition=Q(status="failed"), name="event_failed"),
             models.Index(
                 fields=["ticket", "tokens_before"], condition=Q(status="deferred"), name="event_deferred"
+            ),
+            # The active summary an agent's context reads on every turn: the newest applied event in one probe,
+            # however many events the ticket has.
+            models.Index(
+                fields=["ticket", "-number"],
+                condition=Q(status__in=["applied", "forced"]),
+                name="event_active",
             ),
             # The claim an agent's context reads on every turn: one probe, however many events the ticket has.
             models.Index(

@@ -10,6 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
+from compaction.models import CompactionEvent
 from compaction.selectors import (
     _CONTEXT_ROW_FIELDS,
     CONTEXT_ROW,
@@ -138,3 +139,35 @@ def test_rows_are_the_querysets_values_as_the_database_gives_them(tickets: list[
     assert CONTEXT_ROW.rows("T-NOPE") == []
     assert CONTEXT_ROW.rows("it's %s \u2011 '; DROP TABLE x; --") == []
     assert len(TURNS_FROM.rows(tickets[2].pk, 3)) == 5
+
+
+@pytest.mark.postgres
+def test_the_context_read_probes_the_newest_applied_event_however_many_there_are(
+    tickets: list[Ticket],
+) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's plan")
+    ticket = tickets[2]
+    CompactionEvent.objects.bulk_create(
+        CompactionEvent(
+            ticket=ticket,
+            number=n,
+            at_turn=n,
+            status="applied",
+            first_replaced_turn=1,
+            last_replaced_turn=1,
+            tokens_before=10,
+            tokens_after=5,
+            threshold_tokens=8,
+            token_budget=10,
+            summary={"narrative": "x" * 200},
+        )
+        for n in range(1, 401)
+    )
+    query = CONTEXT_ROW._build(ticket.ticket_id)
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "event_active" in plan and "Sort" not in plan, plan
+    assert CONTEXT_ROW.rows(ticket.ticket_id)[0][-2] is not None
