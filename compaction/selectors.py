@@ -75,22 +75,7 @@ def context_tickets() -> QuerySet[Ticket]:
     ticket's prompt and identifiers, the class's budget, the state's version, tokens and the model's served
     texts (tickets.served_state); not its items nor its stored document. A state with no served text of its
     version is built from its items (read then: one more query, and its class's catalog: one more)."""
-    return with_active_summary(Ticket.objects.order_by()).only(
-        "ticket_id",
-        "order_id",
-        "seller_type",
-        "ticket_class_id",
-        "system_prompt",
-        "system_prompt_tokens",
-        "ticket_class__token_budget",
-        "ticket_class__compaction_threshold",
-        "pinned_state__ticket_id",
-        "pinned_state__version",
-        "pinned_state__tokens",
-        "pinned_state__served_version",
-        *(f"pinned_state__{column}" for name, column in SERVED_COLUMNS.items() if name != "actions_taken"),
-        f"pinned_state__{SERVED_TAIL}",
-    )
+    return with_active_summary(Ticket.objects.order_by()).only("pinned_state__ticket_id", *_CONTEXT_COLUMNS)
 
 
 # The agent's context read, compiled once per process (it runs on every turn): the ticket by its id with
@@ -110,6 +95,23 @@ TURNS_FROM = CompiledRead(
 
 # The model's lists of served texts, in the document's order (its actions stand for the agent's).
 _MODEL_LISTS = tuple(name for name in TEXT_LISTS if name != "actions_taken")
+# What the context is made of: the ticket's prompt and identifiers, the class's budget, the state's version, tokens
+# and the model's served texts (the order served_context unpacks them in).
+_CONTEXT_COLUMNS = (
+    "ticket_id",
+    "order_id",
+    "seller_type",
+    "ticket_class_id",
+    "system_prompt",
+    "system_prompt_tokens",
+    "ticket_class__token_budget",
+    "ticket_class__compaction_threshold",
+    "pinned_state__version",
+    "pinned_state__tokens",
+    "pinned_state__served_version",
+    *(f"pinned_state__{SERVED_COLUMNS[name]}" for name in _MODEL_LISTS),
+    f"pinned_state__{SERVED_TAIL}",
+)
 
 
 def with_active_summary(tickets: QuerySet[Ticket]) -> QuerySet[Ticket]:
@@ -313,24 +315,7 @@ def _assembled(
 # The agent's context read as plain rows (desk.api.fast_reads): context_tickets()'s columns, the state's served
 # texts and the two events, with no model built; then the turns as rows. Only a state whose served texts are
 # current is answered so (else None: the caller takes assemble_context's way).
-_CONTEXT_ROW_FIELDS = (
-    "pk",
-    "ticket_id",
-    "order_id",
-    "seller_type",
-    "ticket_class_id",
-    "system_prompt",
-    "system_prompt_tokens",
-    "ticket_class__token_budget",
-    "ticket_class__compaction_threshold",
-    "pinned_state__version",
-    "pinned_state__tokens",
-    "pinned_state__served_version",
-    *(f"pinned_state__{SERVED_COLUMNS[name]}" for name in _MODEL_LISTS),
-    f"pinned_state__{SERVED_TAIL}",
-    "active_event",
-    "pending_event",
-)
+_CONTEXT_ROW_FIELDS = ("pk", *_CONTEXT_COLUMNS, "active_event", "pending_event")
 CONTEXT_ROW: CompiledRead[Any] = CompiledRead(
     lambda ticket_id: (
         with_active_summary(Ticket.objects.order_by())
