@@ -16,7 +16,7 @@ from django.db.models.functions import JSONObject
 from compaction.models import CompactionEvent
 from core.context import AssembledContext, TokenBreakdown, TurnView
 from core.state import StateItems, agent_state, model_state, replay_changes
-from core.state_text import TEXT_LISTS, head_text, served_text
+from core.state_text import TEXT_LISTS, stored_document
 from core.tokens import REPLY_PRIMING_TOKENS
 from core.vocabulary import CompactionStatus
 from tickets.compiled_reads import CompiledRead
@@ -342,10 +342,18 @@ def served_context(ticket_id: str) -> tuple[int, AssembledContext] | None:
         return None
     (pk, tid, order, seller_type, class_id, prompt, prompt_tokens, budget, share, version, state_tokens,
      served_version, *lists, tail, active_event, pending_event) = rows[0]  # fmt: skip
-    if served_version != version or tail is None or None in lists:
+    state = stored_document(
+        ticket=tid,
+        order=order,
+        seller_type=seller_type,
+        version=version,
+        served_version=served_version,
+        lists=dict(zip(_MODEL_LISTS, lists, strict=True)),
+        tail=tail,
+        model=True,
+    )
+    if state is None:
         return None
-    head = head_text(ticket=tid, order=order, seller_type=seller_type, version=version)
-    state = served_text(head=head, lists=dict(zip(_MODEL_LISTS, lists, strict=True)), tail=tail, model=True)
     events = _Events(active_event, pending_event)
     active = active_summary(events)  # type: ignore[arg-type]
     first_active = active.first_active_turn if active else 1

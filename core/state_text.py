@@ -66,3 +66,25 @@ def served_text(*, head: str, lists: Mapping[str, str], tail: str, model: bool =
         for name in ITEM_LISTS
     )
     return f"{head}{body},{tail}}}"
+
+
+def stored_document(
+    *,
+    ticket: str,
+    order: str,
+    seller_type: str,
+    version: int,
+    served_version: int | None,
+    lists: Mapping[str, str | None],
+    tail: str | None,
+    model: bool = False,
+) -> str | None:
+    """The document a row's stored texts join into (`served_text`), or None unless they are of `version` and
+    none of those it needs was dropped (NULL) or left unread."""
+    skipped = "actions_taken" if model else MODEL_ACTIONS
+    if served_version != version or tail is None:
+        return None
+    if any(lists.get(name) is None for name in TEXT_LISTS if name != skipped):
+        return None
+    head = head_text(ticket=ticket, order=order, seller_type=seller_type, version=version)
+    return served_text(head=head, lists=lists, tail=tail, model=model)  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from core.caps import MoneyCaps
 from core.identity import ToolCatalog, default_irreversible_tools, default_money_tools
 from core.policy import min_gain_tokens
 from core.state import ItemChange, StateItems, agent_state
-from core.state_text import MODEL_ACTIONS, head_text, served_text
+from core.state_text import stored_document
 from core.tokens import REPLY_PRIMING_TOKENS
 from core.vocabulary import ActorKind, StateOp, SummarizerBackend, TurnRole, choices
 
@@ -353,21 +353,19 @@ class PinnedState(models.Model):
         """The agent-facing state as served (`model`: as the context gives it), joined from the served texts when
         they were read (a deferred column is not read for it) and are of this version; else None."""
         row = self.__dict__
-        lists = {name: row.get(column) for name, column in SERVED_COLUMNS.items()}
-        skipped = "actions_taken" if model else MODEL_ACTIONS
-        tail = row.get(SERVED_TAIL)
-        if row.get("served_version") != self.version or not isinstance(tail, str):
-            return None
-        if any(not isinstance(text, str) for name, text in lists.items() if name != skipped):
-            return None
+        if row.get("served_version") != self.version:
+            return None  # stale, or not read: the ticket is not looked at
         ticket = self.ticket
-        head = head_text(
+        return stored_document(
             ticket=ticket.ticket_id,
             order=ticket.order_id,
             seller_type=ticket.seller_type,
             version=self.version,
+            served_version=row.get("served_version"),
+            lists={name: row.get(column) for name, column in SERVED_COLUMNS.items()},
+            tail=row.get(SERVED_TAIL),
+            model=model,
         )
-        return served_text(head=head, lists=lists, tail=tail, model=model)  # type: ignore[arg-type]
 
     @property
     def items(self) -> StateItems:

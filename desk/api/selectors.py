@@ -21,7 +21,7 @@ from compaction.selectors import (
 )
 from core.context import AssembledContext
 from core.state import ITEM_LISTS
-from core.state_text import head_text, served_text
+from core.state_text import stored_document
 from core.tokens import RequestSize
 from desk.api.fields import storable_text
 from desk.history import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, HistoryPage
@@ -117,10 +117,15 @@ def served_state(ticket_id: str) -> ServedState | None:
     if len(rows) != 1:
         return None
     version, served_version, *lists, tail, ticket, order, seller_type, class_id = rows[0]
-    text = None
-    if served_version == version and None not in lists and tail is not None:
-        head = head_text(ticket=ticket, order=order, seller_type=seller_type, version=version)
-        text = served_text(head=head, lists=dict(zip(ITEM_LISTS, lists, strict=True)), tail=tail)
+    text = stored_document(
+        ticket=ticket,
+        order=order,
+        seller_type=seller_type,
+        version=version,
+        served_version=served_version,
+        lists=dict(zip(ITEM_LISTS, lists, strict=True)),
+        tail=tail,
+    )
     return ServedState(version=version, ticket_class_id=class_id, text=text)
 
 
