@@ -165,6 +165,25 @@ def test_a_new_tool_catalog_is_seen_in_the_totals_at_once(
     assert served == validated(busy)
 
 
+def test_the_migration_fills_the_served_texts_of_the_states_already_there(
+    agent: APIClient, busy: Ticket
+) -> None:
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("tickets.migrations.0023_h45_fill_served_texts")
+    for _ in every_kind_of_change(busy):
+        pass
+    PinnedState.objects.update(served_version=None, served_actions=None, served_tail="")
+    migration.fill_served_texts(apps, None)
+    stored = PinnedState.objects.select_related("ticket").get(ticket=busy)
+    assert stored.served_version == stored.version
+    response = agent.get(url(busy, "state"))
+    assert not hasattr(response, "data")  # served from the texts, past DRF
+    assert json.dumps(response.json()) == json.dumps(validated(busy))
+
+
 def test_the_ticket_detail_reads_neither_the_items_nor_the_stored_state(
     agent: APIClient, busy: Ticket
 ) -> None:
