@@ -407,31 +407,6 @@ def state_document(
     }
 
 
-_DOCUMENT_KEYS = ("ticket", "order", "seller_type", "version", *ITEM_LISTS, *MONEY_TOTALS)
-_ITEM_KEYS = {
-    name: tuple(ActionItem.model_fields if name == "actions_taken" else TextItem.model_fields)
-    for name in ITEM_LISTS
-}
-
-
-def in_document_order(document: dict[str, Any]) -> dict[str, Any]:
-    """A stored agent-facing state (agent_state's output, kept as JSON) with its keys in the document's order
-    and each item's in its model's: what agent_state builds, without validating anything. A store that keeps
-    keys in an order of its own (PostgreSQL's jsonb) gives them back so; the order is part of what the tokens
-    were counted on. Keys no model names are kept, after the known ones. Pure."""
-    ordered = {key: document[key] for key in _DOCUMENT_KEYS if key in document}
-    for name in ITEM_LISTS:
-        keys = _ITEM_KEYS[name]
-        items = []
-        for item in document.get(name) or []:
-            known = {key: item[key] for key in keys if key in item}
-            items.append(known if len(known) == len(item) else {**known, **item})
-        ordered[name] = items
-    if len(ordered) != len(document):
-        ordered.update((key, value) for key, value in document.items() if key not in ordered)
-    return ordered
-
-
 def _without_unsaid_source(item: dict[str, Any]) -> dict[str, Any]:
     """An item without `source` when none was said: states kept from before provenance read as they did."""
     if "source" in item and item["source"] is None:
