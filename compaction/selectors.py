@@ -16,11 +16,19 @@ from django.db.models.functions import JSONObject
 from compaction.models import CompactionEvent
 from core.context import AssembledContext, TokenBreakdown, TurnView
 from core.state import StateItems, agent_state, model_state, replay_changes
-from core.state_text import TEXT_LISTS, stored_document
+from core.state_text import MODEL_ACTIONS, stored_document
 from core.tokens import REPLY_PRIMING_TOKENS
 from core.vocabulary import CompactionStatus
 from tickets.compiled_reads import CompiledRead
-from tickets.models import SERVED_COLUMNS, SERVED_TAIL, PinnedState, StateChange, Ticket, Turn
+from tickets.models import (
+    SERVED_COLUMNS,
+    SERVED_TAIL,
+    PinnedState,
+    StateChange,
+    Ticket,
+    Turn,
+    served_action_texts,
+)
 
 
 @dataclass(frozen=True)
@@ -75,7 +83,11 @@ def context_tickets() -> QuerySet[Ticket]:
     ticket's prompt and identifiers, the class's budget, the state's version, tokens and the model's served
     texts (tickets.served_state); not its items nor its stored document. A state with no served text of its
     version is built from its items (read then: one more query, and its class's catalog: one more)."""
-    return with_active_summary(Ticket.objects.order_by()).only("pinned_state__ticket_id", *_CONTEXT_COLUMNS)
+    return (
+        with_active_summary(Ticket.objects.order_by())
+        .only("pinned_state__ticket_id", *_CONTEXT_COLUMNS)
+        .annotate(**_MODEL_ACTION_TEXTS)
+    )
 
 
 # The agent's context read, compiled once per process (it runs on every turn): the ticket by its id with
@@ -93,8 +105,10 @@ TURNS_FROM = CompiledRead(
 )
 
 
-# The model's lists of served texts, in the document's order (its actions stand for the agent's).
-_MODEL_LISTS = tuple(name for name in TEXT_LISTS if name != "actions_taken")
+# The model's lists of served texts kept on the state row, in the document's order; its actions' texts are
+# joined from their rows by the read (annotated as served_model_actions, after them).
+_MODEL_LISTS = tuple(SERVED_COLUMNS)
+_MODEL_ACTION_TEXTS = served_action_texts("pinned_state__pk", model=True)
 # What the context is made of: the ticket's prompt and identifiers, the class's budget, the state's version, tokens
 # and the model's served texts (the order served_context unpacks them in).
 _CONTEXT_COLUMNS = (
@@ -109,7 +123,7 @@ _CONTEXT_COLUMNS = (
     "pinned_state__version",
     "pinned_state__tokens",
     "pinned_state__served_version",
-    *(f"pinned_state__{SERVED_COLUMNS[name]}" for name in _MODEL_LISTS),
+    *(f"pinned_state__{column}" for column in SERVED_COLUMNS.values()),
     f"pinned_state__{SERVED_TAIL}",
 )
 
@@ -247,6 +261,8 @@ def assemble_context(ticket: Ticket, *, through_turn: int | None = None) -> Asse
     if through_turn is None:
         pinned = ticket.pinned_state
         pinned.ticket = ticket
+        if "served_model_actions" in ticket.__dict__:  # read with the ticket (context_tickets())
+            pinned.__dict__["served_model_actions"] = ticket.__dict__["served_model_actions"]
         stored = pinned.served_text(model=True)  # when read (context_tickets()) and current
         state = stored if stored is not None else model_state(pinned.agent_json())
         state_tokens = pinned.tokens
@@ -315,10 +331,11 @@ def _assembled(
 # The agent's context read as plain rows (desk.api.fast_reads): context_tickets()'s columns, the state's served
 # texts and the two events, with no model built; then the turns as rows. Only a state whose served texts are
 # current is answered so (else None: the caller takes assemble_context's way).
-_CONTEXT_ROW_FIELDS = ("pk", *_CONTEXT_COLUMNS, "active_event", "pending_event")
+_CONTEXT_ROW_FIELDS = ("pk", *_CONTEXT_COLUMNS, "served_model_actions", "active_event", "pending_event")
 CONTEXT_ROW: CompiledRead[Any] = CompiledRead(
     lambda ticket_id: (
         with_active_summary(Ticket.objects.order_by())
+        .annotate(**_MODEL_ACTION_TEXTS)
         .filter(ticket_id=ticket_id)
         .values_list(*_CONTEXT_ROW_FIELDS)[:2]
     ),
@@ -341,14 +358,14 @@ def served_context(ticket_id: str) -> tuple[int, AssembledContext] | None:
     if len(rows) != 1:
         return None
     (pk, tid, order, seller_type, class_id, prompt, prompt_tokens, budget, share, version, state_tokens,
-     served_version, *lists, tail, active_event, pending_event) = rows[0]  # fmt: skip
+     served_version, *lists, tail, model_actions, active_event, pending_event) = rows[0]  # fmt: skip
     state = stored_document(
         ticket=tid,
         order=order,
         seller_type=seller_type,
         version=version,
         served_version=served_version,
-        lists=dict(zip(_MODEL_LISTS, lists, strict=True)),
+        lists={**dict(zip(_MODEL_LISTS, lists, strict=True)), MODEL_ACTIONS: model_actions or ""},
         tail=tail,
         model=True,
     )

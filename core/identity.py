@@ -6,6 +6,7 @@ keeps what the agent sent.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -152,6 +153,17 @@ def action_items(item: str, args: dict[str, object] | None) -> frozenset[str]:
 
 
 ITEM_ARG_NAMES = frozenset(normalize_name(n) for n in ITEM_ARGS)
+
+
+def action_keys(item: str, args: dict[str, object] | None) -> list[str]:
+    """The guard's index keys of an action: a digest of each item it is about (`action_items`), or of "" when
+    it names none (the whole order). Two actions that may collide share a key, or one of them has the "" key."""
+    found = action_items(item, args) or frozenset({""})
+    return sorted(hashlib.blake2b(key.encode(), digest_size=16).hexdigest() for key in found)
+
+
+# The keys of an action about no item.
+WHOLE_ORDER_KEYS = action_keys("", None)
 
 # A refund and a store credit both pay the buyer back: for the guard, one item is paid back once.
 PAYOUT = "payout"

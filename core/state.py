@@ -107,6 +107,8 @@ def total_name(effect: MoneyEffect) -> str:
 
 # The item lists of the state.
 ITEM_LISTS = ("actions_taken", "customer_constraints", "open_questions", "decisions")
+# The lists of text items (constraints, questions, decisions): what `PinnedState.data` keeps.
+TEXT_ITEM_LISTS = ITEM_LISTS[1:]
 
 
 @dataclass(frozen=True)
@@ -126,8 +128,98 @@ class ItemChange:
         return cls(category=data["category"], before=data.get("before"), after=data.get("after"))
 
 
+# An action's part in its tool's figures: [succeeded cents, held cents, succeeded count, intended count] of the
+# actions not reversed (held: succeeded or reserved). Stored by tool as recorded (the catalog may classify it
+# anew later), so the money totals, a cap's room and an agent's belief are read without the actions themselves.
+_FIGURE_WIDTH = 4
+
+
+def _figure_part(action: dict[str, Any]) -> tuple[str, list[int]] | None:
+    """The stored (or dumped) action's part in its tool's figures, or None when it holds nothing."""
+    if action.get("reversed"):
+        return None
+    status = action.get("status") or ActionStatus.SUCCEEDED
+    cents = int(action.get("amount_cents") or 0)
+    if status == ActionStatus.SUCCEEDED:
+        return action["tool"], [cents, cents, 1, 0]
+    if status == ActionStatus.INTENDED:
+        return action["tool"], [0, cents, 0, 1]
+    return None
+
+
+class ActionFigures:
+    """The money figures of a state's actions by tool: what the totals, the caps and an agent's belief are
+    computed from (with the class's catalog), kept current by each change to an action. Pure."""
+
+    def __init__(self, by_tool: dict[str, list[int]] | None = None) -> None:
+        self.by_tool: dict[str, list[int]] = {tool: list(row) for tool, row in (by_tool or {}).items()}
+
+    @classmethod
+    def of(cls, actions: Iterable[ActionItem]) -> ActionFigures:
+        figures = cls()
+        for a in actions:
+            figures.apply(
+                None, {"tool": a.tool, "amount_cents": a.amount_cents, "status": a.status, "reversed": a.reversed}
+            )
+        return figures
+
+    def apply(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
+        """One action changed from `before` to `after` (stored forms; None: not there)."""
+        for side, sign in ((before, -1), (after, 1)):
+            part = None if side is None else _figure_part(side)
+            if part is None:
+                continue
+            tool, values = part
+            row = self.by_tool.setdefault(tool, [0] * _FIGURE_WIDTH)
+            for index, value in enumerate(values):
+                row[index] += sign * value
+            if not any(row):
+                del self.by_tool[tool]
+
+    def as_json(self) -> dict[str, list[int]]:
+        return {tool: list(row) for tool, row in sorted(self.by_tool.items())}
+
+    def totals(self, tools: ToolCatalog) -> dict[str, int]:
+        """Cents moved by succeeded, non-reversed actions, by money effect's total name."""
+        moved = dict.fromkeys(MONEY_EFFECTS, 0)
+        for tool, row in self.by_tool.items():
+            effect = tools.money_effect(tool)
+            if effect is not None:
+                moved[effect] += row[0]
+        return {_TOTAL_OF[effect]: cents for effect, cents in moved.items()}
+
+    def held_cents(self, tools: ToolCatalog, effect: str) -> int:
+        """Cents of this money effect that succeeded or are reserved."""
+        return sum(row[1] for tool, row in self.by_tool.items() if tools.money_effect(tool) == effect)
+
+    def counts(self, tools: ToolCatalog, *, name: str | None = None, total: str | None = None) -> tuple[int, int]:
+        """(succeeded, intended) actions not reversed of the tools normalized to `name`, or of the money effect
+        whose total is `total`."""
+        succeeded = intended = 0
+        for tool, row in self.by_tool.items():
+            if name is not None:
+                if normalize_name(tool) != name:
+                    continue
+            elif (effect := tools.money_effect(tool)) is None or _TOTAL_OF[effect] != total:
+                continue
+            succeeded += row[2]
+            intended += row[3]
+        return succeeded, intended
+
+
+class PartialState(RuntimeError):
+    """A state loaded with only some of its actions was asked for something that needs them all."""
+
+
 class StateItems(BaseModel):
-    """What `PinnedState.data` holds."""
+    """The pinned state's items: what `PinnedState.data` holds (its text lists) with the ticket's actions, which
+    are stored as rows of their own (tickets.models.StateAction).
+
+    Loaded whole (`load`), every action is here. Loaded for one action's write (`load_partial`), only the
+    actions that write can touch are: those that may hold the same item, the open intents and the one it
+    names; the count and the money figures (`ActionFigures`) come with them, so an id, a total, a cap and a
+    belief are right without the others, and whatever needs every action refuses (`PartialState`).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -141,20 +233,66 @@ class StateItems(BaseModel):
     _tools: ToolCatalog = PrivateAttr(default_factory=ToolCatalog.default)
     # What the operations applied since `load` did, item by item (read by the service that audits them).
     _changes: list[ItemChange] = PrivateAttr(default_factory=list)
+    # The actions' money figures and count: from the list when loaded whole (on first use), else as stored.
+    _figures: ActionFigures | None = PrivateAttr(default=None)
+    _action_count: int | None = PrivateAttr(default=None)
+    _partial: bool = PrivateAttr(default=False)
 
     @classmethod
-    def load(cls, data: dict[str, Any], *, tools: ToolCatalog) -> StateItems:
-        """The stored items, read with the class's tool catalog."""
+    def load(
+        cls, data: dict[str, Any], *, tools: ToolCatalog, actions: list[dict[str, Any]] | None = None
+    ) -> StateItems:
+        """The stored items, read with the class's tool catalog: the text lists of `data` and every action
+        (`actions`, the stored rows' in order; else those `data` holds, as documents stored before rows did)."""
+        if actions is not None:
+            data = {**data, "actions_taken": actions}
         items = cls.model_validate(data)
         items._tools = tools
         return items
 
     @classmethod
-    def load_json(cls, text: str, *, tools: ToolCatalog) -> StateItems:
-        """As `load`, from the stored JSON as text: parsed and validated in one pass by pydantic."""
+    def load_partial(
+        cls,
+        text: str,
+        *,
+        tools: ToolCatalog,
+        actions: list[ActionItem],
+        action_count: int,
+        figures: dict[str, list[int]],
+    ) -> StateItems:
+        """The text lists of the stored JSON `text` (parsed and validated in one pass by pydantic) with only
+        these `actions` of the `action_count` there are, and the stored money figures of all of them."""
         items = cls.model_validate_json(text)
+        if items.actions_taken:
+            raise ValueError("a partly loaded state takes its actions from their rows")
+        items.actions_taken = actions
         items._tools = tools
+        items._figures = ActionFigures(figures)
+        items._action_count = action_count
+        items._partial = True
         return items
+
+    @property
+    def partial(self) -> bool:
+        """Only some of the actions are loaded (`load_partial`)."""
+        return self._partial
+
+    @property
+    def figures(self) -> ActionFigures:
+        """The actions' money figures by tool, kept current by the operations."""
+        if self._figures is None:
+            self._figures = ActionFigures.of(self.actions_taken)
+        return self._figures
+
+    @property
+    def action_count(self) -> int:
+        return len(self.actions_taken) if self._action_count is None else self._action_count
+
+    def whole(self) -> StateItems:
+        """Itself, when every action is loaded; PartialState otherwise."""
+        if self._partial:
+            raise PartialState("this state was loaded with only some of its actions")
+        return self
 
     @property
     def tools(self) -> ToolCatalog:
@@ -165,15 +303,22 @@ class StateItems(BaseModel):
         return list(self._changes)
 
     def _added(self, category: str, item: _Item) -> None:
-        self._changes.append(ItemChange(category, None, item.model_dump(mode="json")))
+        after = item.model_dump(mode="json")
+        self._changes.append(ItemChange(category, None, after))
+        if category == "actions_taken":
+            self.figures.apply(None, after)
 
-    @staticmethod
-    def _snapshot(item: _Item) -> dict[str, Any]:
+    def _snapshot(self, item: _Item) -> dict[str, Any]:
         """The item as it is before an operation changes it (then `_changed` records both)."""
+        if isinstance(item, ActionItem):
+            _ = self.figures  # taken from the actions as they are before the change, when loaded whole
         return item.model_dump(mode="json")
 
     def _changed(self, category: str, before: dict[str, Any], item: _Item) -> None:
-        self._changes.append(ItemChange(category, before, item.model_dump(mode="json")))
+        after = item.model_dump(mode="json")
+        self._changes.append(ItemChange(category, before, after))
+        if category == "actions_taken":
+            self.figures.apply(before, after)
 
     def _removed(self, category: str, item: _Item) -> None:
         self._changes.append(ItemChange(category, item.model_dump(mode="json"), None))
@@ -181,23 +326,11 @@ class StateItems(BaseModel):
     def totals(self) -> dict[str, int]:
         """The derived money totals, by their names in the agent-facing state, in one pass over the actions:
         cents moved by succeeded, non-reversed actions whose tool has that money effect in the catalog."""
-        tools = self._tools  # read once: a private attribute goes through pydantic's __getattr__
-        moved = dict.fromkeys(MONEY_EFFECTS, 0)
-        for action in self.actions_taken:
-            if action.status == ActionStatus.SUCCEEDED and not action.reversed:
-                effect = tools.money_effect(action.tool)
-                if effect is not None:
-                    moved[effect] += action.amount_cents
-        return {_TOTAL_OF[effect]: cents for effect, cents in moved.items()}
+        return self.figures.totals(self._tools)
 
     def held_cents(self, effect: str) -> int:
         """Cents of this money effect that succeeded or are reserved (intents count against a cap)."""
-        tools = self._tools
-        return sum(
-            a.amount_cents
-            for a in self.actions_taken
-            if a.holds_item and tools.money_effect(a.tool) == effect
-        )
+        return self.figures.held_cents(self._tools, effect)
 
     def money_total(self, effect: MoneyEffect) -> int:
         return self.totals()[_TOTAL_OF[effect]]
@@ -234,8 +367,11 @@ class StateItems(BaseModel):
 
     def add_action(self, action: ActionItem) -> ActionItem:
         """Append an action; its id is assigned here (A1, A2, ...). Actions are never removed."""
-        action.id = self.next_id("A", self.actions_taken)
+        count = self.action_count
+        _ = self.figures  # of the actions before this one
+        action.id = f"A{count + 1}"
         self.actions_taken.append(action)
+        self._action_count = count + 1
         self._added("actions_taken", action)
         return action
 
@@ -373,8 +509,9 @@ def validate_changes(changes: Iterable[ItemChange]) -> None:
 def agent_state(
     *, ticket: str, order: str, seller_type: str, version: int, items: StateItems
 ) -> dict[str, Any]:
-    """The agent-facing pinned state: the seed's shape, plus decisions and the version."""
-    dumped = items.model_dump(mode="json", exclude={"actions_taken": {"__all__": STORED_ONLY_ACTION_FIELDS}})
+    """The agent-facing pinned state: the seed's shape, plus decisions and the version (of a state loaded
+    whole: PartialState otherwise)."""
+    dumped = items.whole().model_dump(mode="json", exclude={"actions_taken": {"__all__": STORED_ONLY_ACTION_FIELDS}})
     for name in ITEM_LISTS:
         dumped[name] = [_without_unsaid_source(item) for item in dumped[name]]
     return state_document(
@@ -461,9 +598,10 @@ def model_state(state: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+# What `PinnedState.data` keeps: the text lists and the question counter (the actions are rows of their own).
+STORED_DATA_FIELDS = ("customer_constraints", "open_questions", "decisions", "questions_opened")
+
+
 def items_to_data(items: StateItems) -> dict[str, Any]:
-    """What is stored: the items without anything derived."""
-    return items.model_dump(
-        mode="json",
-        include={"actions_taken", "customer_constraints", "open_questions", "decisions", "questions_opened"},
-    )
+    """What `PinnedState.data` stores: the text items without anything derived, and without the actions."""
+    return items.model_dump(mode="json", include=set(STORED_DATA_FIELDS))

@@ -16,7 +16,18 @@ from typing import Any
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Exists, ExpressionWrapper, F, IntegerField, OuterRef, Q, Value
+from django.db.models import (
+    Exists,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    StringAgg,
+    Subquery,
+    TextField,
+    Value,
+)
 from django.db.models.functions import Cast, Floor, Now
 from django.urls import reverse
 
@@ -326,7 +337,8 @@ def _served_text() -> models.TextField[str | None, str | None]:
 
 
 class PinnedState(models.Model):
-    """One per ticket. `data` is validated by tickets.state.StateItems; `version` bumps on every change."""
+    """One per ticket. `data` holds the text items (validated by core.state.StateItems), the actions are rows
+    of their own (`StateAction`); `version` bumps on every change."""
 
     ticket = models.OneToOneField(Ticket, on_delete=models.PROTECT, related_name="pinned_state")
     version = models.PositiveIntegerField(default=1)
@@ -334,12 +346,15 @@ class PinnedState(models.Model):
     tokens = models.PositiveIntegerField(
         default=0, help_text="Tokens of the agent-facing JSON, as a message."
     )
-    # The agent-facing state at `served_version` as the text it is served as (core.state_text): each list's
-    # items as JSON joined with commas, edited in place with `data`; the state and context GETs join them with
-    # the head and send the text unparsed. Trusted only while `served_version` is the row's version.
+    # How many actions there are (the next is A{action_count + 1}) and their money figures by tool
+    # (core.state.ActionFigures): an action's write reads these, not the actions.
+    action_count = models.PositiveIntegerField(default=0, editable=False)
+    action_figures = models.JSONField(default=dict, blank=True, editable=False)
+    # The agent-facing state at `served_version` as the text it is served as (core.state_text): each text list's
+    # items as JSON joined with commas, edited in place with `data`, and the totals; the actions' texts are
+    # kept on their rows and joined by the read (`served_action_texts`). The state and context GETs join them
+    # with the head and send the text unparsed. Trusted only while `served_version` is the row's version.
     served_version = models.PositiveIntegerField(null=True, blank=True, editable=False)
-    served_actions = _served_text()
-    served_model_actions = _served_text()
     served_constraints = _served_text()
     served_questions = _served_text()
     served_decisions = _served_text()
@@ -356,29 +371,47 @@ class PinnedState(models.Model):
         if row.get("served_version") != self.version:
             return None  # stale, or not read: the ticket is not looked at
         ticket = self.ticket
+        lists = {name: row.get(column) for name, column in SERVED_COLUMNS.items()}
+        for name, annotation in SERVED_ACTION_TEXTS.items():
+            if annotation in row:  # read with served_action_texts(): NULL is no action
+                lists[name] = row[annotation] or ""
         return stored_document(
             ticket=ticket.ticket_id,
             order=ticket.order_id,
             seller_type=ticket.seller_type,
             version=self.version,
             served_version=row.get("served_version"),
-            lists={name: row.get(column) for name, column in SERVED_COLUMNS.items()},
+            lists=lists,
             tail=row.get(SERVED_TAIL),
             model=model,
         )
 
     @property
     def items(self) -> StateItems:
-        """The stored items, with the ticket class's tool catalog (select_related("ticket__ticket_class")).
+        """The stored items, every action included, with the ticket class's tool catalog
+        (select_related("ticket__ticket_class")); the actions are read from their rows (prefetched with
+        prefetch_related("action_rows"), else one query).
 
         Validated once per version of the row: the services that change the state hand theirs back
         (`keep_items`), so a write and its answer read the items once.
         """
         cached = self.__dict__.get("_items")
-        if cached is None or cached[0] != self.version:
-            cached = (self.version, StateItems.load(self.data, tools=self.ticket.ticket_class.tool_catalog))
+        if cached is None or cached[0] != self.version or cached[1].partial:
+            rows = list(self.action_rows.all())
+            self.__dict__["_action_pks"] = {row.number: row.pk for row in rows}
+            actions = [row.data for row in rows]
+            items = StateItems.load(self.data, tools=self.ticket.ticket_class.tool_catalog, actions=actions)
+            cached = (self.version, items)
             self.__dict__["_items"] = cached
         return cached[1]
+
+    def loaded_items(self) -> StateItems:
+        """The items kept for this version (perhaps loaded for one action's write: `StateItems.partial`),
+        else `items`, loaded whole."""
+        cached = self.__dict__.get("_items")
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        return self.items
 
     def keep_items(self, items: StateItems) -> None:
         """The items just written as `data` at this version."""
@@ -400,16 +433,90 @@ class PinnedState(models.Model):
         )
 
 
-# The column of each list's served text (core.state_text.TEXT_LISTS), and of the totals.
+class StateActionQuerySet(models.QuerySet["StateAction"]):
+    def in_order(self) -> StateActionQuerySet:
+        return self.order_by("number")
+
+
+class StateAction(models.Model):
+    """One action of a ticket's pinned state (A{number}): its stored item and its served texts, written when the
+    action is recorded and rewritten when it changes (settled, reversed). A state's actions are rows so that
+    recording one writes one row, whatever the state holds; the state GET joins their texts in order."""
+
+    # Indexed by the unique (state, number) constraint, which leads with it.
+    state = models.ForeignKey(
+        PinnedState, on_delete=models.CASCADE, related_name="action_rows", db_index=False
+    )
+    number = models.PositiveIntegerField()
+    data = models.JSONField(help_text="The action as stored (core.state.ActionItem, stored-only fields too).")
+    # The agent-facing action as the state GET serves it, and as the model reads it in the context
+    # (core.state_text.item_text of actions_taken and model_actions).
+    served = models.TextField(editable=False)
+    served_model = models.TextField(editable=False)
+    # Reserved and not yet settled (nor reversed): the open intents are read by every write of the state.
+    open_intent = models.BooleanField(default=False)
+
+    objects = StateActionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["state", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["state", "number"], name="state_action_number_unique"),
+            models.CheckConstraint(condition=Q(number__gte=1), name="state_action_number_positive"),
+        ]
+        indexes = [
+            models.Index(fields=["state"], name="state_action_open", condition=Q(open_intent=True)),
+        ]
+
+    def __str__(self) -> str:
+        return f"A{self.number} of state {self.state_id}"
+
+
+class StateActionKey(models.Model):
+    """An item an action is about (core.identity.action_items, normalized; "" for none: the whole order), as a
+    digest: the guard reads only the earlier actions that share one of a new action's items, or have none."""
+
+    state = models.ForeignKey(PinnedState, on_delete=models.CASCADE, related_name="+", db_index=False)
+    number = models.PositiveIntegerField()
+    key = models.CharField(max_length=32)
+
+    class Meta:
+        indexes = [models.Index(fields=["state", "key"], name="state_action_key")]
+
+    def __str__(self) -> str:
+        return f"A{self.number} of state {self.state_id}: {self.key}"
+
+
+# The column of each text list's served text (core.state_text.TEXT_LISTS but the actions), and of the totals.
 SERVED_COLUMNS = {
-    "actions_taken": "served_actions",
     "customer_constraints": "served_constraints",
     "open_questions": "served_questions",
     "decisions": "served_decisions",
-    "model_actions": "served_model_actions",
 }
 SERVED_TAIL = "served_tail"
 STORED_STATE_COLUMNS = (*SERVED_COLUMNS.values(), SERVED_TAIL)
+# The actions' served texts as a state read annotates them (`served_action_texts`), by list name.
+SERVED_ACTION_TEXTS = {"actions_taken": "served_actions", "model_actions": "served_model_actions"}
+
+
+def served_action_texts(state: str = "pk", *, model: bool | None = None) -> dict[str, Subquery]:
+    """Annotations of a read: the state's actions' served texts joined with commas in order ("" for none), as
+    the agent reads them (`served_actions`) and as the model does (`served_model_actions`); `model` True or
+    False for one of them. `state` names the state's primary key in the outer query."""
+    columns = {"served_actions": "served", "served_model_actions": "served_model"}
+    if model is not None:
+        columns = {k: v for k, v in columns.items() if (k == "served_model_actions") == model}
+    return {
+        name: Subquery(
+            StateAction.objects.filter(state_id=OuterRef(state))
+            .order_by()
+            .values("state_id")
+            .annotate(text=StringAgg(column, Value(","), order_by="number"))
+            .values("text")[:1],
+            output_field=TextField(),
+        )
+        for name, column in columns.items()
+    }
 
 
 def stored_state_flags() -> dict[str, Any]:

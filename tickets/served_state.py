@@ -76,11 +76,12 @@ class TextEdit(Func):
 
 
 def served_columns(document: dict[str, Any]) -> dict[str, Any]:
-    """The texts of an agent-facing document (in its key order), written in full: column -> value."""
+    """The state row's texts of an agent-facing document (in its key order), written in full: column -> value.
+    Its actions' texts are not among them: they are kept on the actions' rows (StateAction)."""
     texts = list_texts(document)
     return {
         "served_version": document["version"],
-        **{SERVED_COLUMNS[name]: text for name, text in texts.items()},
+        **{column: texts[name] for name, column in SERVED_COLUMNS.items()},
         SERVED_TAIL: tail_text(document),
     }
 

@@ -20,7 +20,6 @@ from compaction.selectors import (
     served_context as context_from_rows,
 )
 from core.context import AssembledContext
-from core.state import ITEM_LISTS
 from core.state_text import stored_document
 from core.tokens import RequestSize
 from desk.api.fields import storable_text
@@ -37,6 +36,7 @@ from tickets.models import (
     PinnedState,
     Ticket,
     TicketClass,
+    served_action_texts,
 )
 
 
@@ -85,7 +85,8 @@ STATE_FIGURES_BY_TICKET_ID = CompiledRead(
 _SERVED_STATE_FIELDS = (
     "version",
     "served_version",
-    *(SERVED_COLUMNS[name] for name in ITEM_LISTS),
+    "served_actions",
+    *SERVED_COLUMNS.values(),
     SERVED_TAIL,
     "ticket__ticket_id",
     "ticket__order_id",
@@ -96,6 +97,7 @@ SERVED_STATE_BY_TICKET_ID: CompiledRead[Any] = CompiledRead(
     lambda ticket_id: (
         PinnedState.objects.order_by()
         .filter(ticket__ticket_id=ticket_id)
+        .annotate(**served_action_texts(model=False))
         .values_list(*_SERVED_STATE_FIELDS)[:2]
     ),
     str,
@@ -116,14 +118,14 @@ def served_state(ticket_id: str) -> ServedState | None:
     rows = SERVED_STATE_BY_TICKET_ID.rows(ticket_id)
     if len(rows) != 1:
         return None
-    version, served_version, *lists, tail, ticket, order, seller_type, class_id = rows[0]
+    version, served_version, actions, *lists, tail, ticket, order, seller_type, class_id = rows[0]
     text = stored_document(
         ticket=ticket,
         order=order,
         seller_type=seller_type,
         version=version,
         served_version=served_version,
-        lists=dict(zip(ITEM_LISTS, lists, strict=True)),
+        lists={"actions_taken": actions or "", **dict(zip(SERVED_COLUMNS, lists, strict=True))},
         tail=tail,
     )
     return ServedState(version=version, ticket_class_id=class_id, text=text)

@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from core.caps import CapBreach, cap_breach
 from core.errors import DeskError, InvalidInput
-from core.identity import has_words, normalize_name
-from core.state import MONEY_TOTALS, ActionItem, StateItems, agent_item, total_name
+from core.identity import WHOLE_ORDER_KEYS, action_keys, has_words, normalize_name
+from core.state import MONEY_TOTALS, ActionFigures, ActionItem, StateItems, agent_item, total_name
 from core.vocabulary import ActionStatus, ActorKind, StateOp
 from notify import events as notify_events
 from tickets import telemetry
@@ -49,6 +49,7 @@ from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import advisory_key_sql, hold_order, key_in_flight
 from tickets.services.refused_flag import ticket_refused_mark
 from tickets.services.state_changes import change_pinned_state, check_source, check_turn
+from tickets.state_actions import action_number, touched_actions
 from tickets.write_batch import WriteBatch
 
 
@@ -64,7 +65,7 @@ class ActionRecorded:
 
 def _answer(action: ActionItem, pinned: PinnedState) -> dict[str, Any]:
     """What an action request is answered with: the action, the state version and the money totals."""
-    totals = pinned.items.totals()  # one pass over the actions for the three
+    totals = pinned.loaded_items().totals()  # from the actions' figures, not the actions
     return {
         "action": _public(action),
         "state_version": pinned.version,
@@ -207,29 +208,34 @@ def _check_expects(expects: dict[str, Any]) -> dict[str, int]:
     return dict(expects)
 
 
-def _stale_belief(items: StateItems, *, tool: str, expects: dict[str, int]) -> BeliefStale | None:
-    """The first figure the agent believes that is not the desk's (or that an open intent may still move)."""
+def _stale_belief(pinned: PinnedState, *, tool: str, expects: dict[str, int]) -> BeliefStale | None:
+    """The first figure the agent believes that is not the desk's (or that an open intent may still move):
+    checked against the actions' figures; only a stale belief reads the actions, to name those behind it."""
+    items = pinned.loaded_items()
     tools = items.tools
     totals = items.totals()
     name = normalize_name(tool)
     for key, believed in expects.items():
         if key == "succeeded_count":
-            behind = [a for a in items.actions_taken if normalize_name(a.tool) == name and a.holds_item]
-            actual = sum(1 for a in behind if a.status == ActionStatus.SUCCEEDED)
+            actual, intended = items.figures.counts(tools, name=name)
+        else:
+            actual, intended = totals[key], items.figures.counts(tools, total=key)[1]
+        if actual == believed and not intended:
+            continue
+        every = pinned.items.actions_taken  # all of them, read now
+        if key == "succeeded_count":
+            behind = [a for a in every if normalize_name(a.tool) == name and a.holds_item]
             what = f"succeeded {tool} actions"
         else:
             behind = [
                 a
-                for a in items.actions_taken
+                for a in every
                 if a.holds_item
                 and (effect := tools.money_effect(a.tool)) is not None
                 and total_name(effect) == key
             ]
-            actual = totals[key]
             what = key
         pending = [a for a in behind if a.status == ActionStatus.INTENDED]
-        if actual == believed and not pending:
-            continue
         named = "; ".join(f"{a.id} {a.describe()} ({a.status})" for a in behind) or "none"
         message = f"refused: you expect {what} to be {believed}, the desk has {actual}"
         if pending:
@@ -247,20 +253,24 @@ def _stale_belief(items: StateItems, *, tool: str, expects: dict[str, int]) -> B
 
 
 def _order_used_cents(ticket: Ticket, effect: str) -> int:
-    """What the order's other tickets hold of this money effect (succeeded or reserved)."""
+    """What the order's other tickets hold of this money effect (succeeded or reserved), from their actions'
+    figures read with each one's class catalog."""
     others = (
         PinnedState.objects.select_related("ticket__ticket_class")
-        .defer(*STORED_STATE_COLUMNS)
+        .defer("data", *STORED_STATE_COLUMNS)
         .filter(ticket__order_id=ticket.order_id)
         .exclude(ticket_id=ticket.pk)
     )
-    return sum(other.items.held_cents(effect) for other in others)
+    return sum(
+        ActionFigures(other.action_figures).held_cents(other.ticket.ticket_class.tool_catalog, effect)
+        for other in others
+    )
 
 
 def _cap_refusal(pinned: PinnedState, *, tool: str, amount_cents: int) -> CapBreach | None:
     locked_ticket = pinned.ticket
     caps = locked_ticket.ticket_class.caps
-    items = pinned.items
+    items = pinned.loaded_items()
     effect = items.tools.money_effect(tool)
     if effect is None or caps.of(effect) is None:
         return None
@@ -371,10 +381,20 @@ def _lock_for_action(ticket: Ticket | str, idempotency_key: str, *, wait: bool) 
     return pinned
 
 
-def _keep_locked_items(pinned: PinnedState) -> None:
-    """The locked row's items, validated from the JSON text it was read with (not for a replay: it needs none)."""
-    tools = pinned.ticket.ticket_class.tool_catalog
-    pinned.keep_items(StateItems.load_json(pinned.data_text, tools=tools))  # type: ignore[attr-defined]
+def _keep_locked_items(pinned: PinnedState, *, keys: list[str] | None, numbers: tuple[int, ...] = ()) -> None:
+    """The locked row's items for one action's write (not for a replay: it needs none): its text items,
+    validated from the JSON text it was read with, and of its actions only those the write can touch
+    (tickets.state_actions.touched_actions): not the others, however many there are."""
+    rows = touched_actions(pinned, keys=keys, numbers=numbers)
+    pinned.__dict__["_action_pks"] = {number: pk for pk, number, _ in rows}
+    items = StateItems.load_partial(
+        pinned.data_text,  # type: ignore[attr-defined]
+        tools=pinned.ticket.ticket_class.tool_catalog,
+        actions=[ActionItem.model_validate_json(text) for _, _, text in rows],
+        action_count=pinned.action_count,
+        figures=pinned.action_figures,
+    )
+    pinned.keep_items(items)
 
 
 @transaction.atomic
@@ -445,10 +465,12 @@ def _record_action(
                 idempotency_key=idempotency_key,
             )
         return ActionRecorded(body=pinned.prior_body, replayed=True)  # type: ignore[attr-defined]
-    _keep_locked_items(pinned)
+    keys = action_keys(item, args)
+    # A money action about no item collides with every earlier one of its kind: then all are read.
+    _keep_locked_items(pinned, keys=None if keys == WHOLE_ORDER_KEYS else keys)
 
     turn = check_turn(locked_ticket, at_turn)
-    items = pinned.items
+    items = pinned.loaded_items()
     action = ActionItem(
         id="",
         tool=tool,
@@ -501,7 +523,7 @@ def _record_action(
         )
     action.repeat_of = earlier.id if earlier else None
     if belief is not None:
-        stale = _stale_belief(items, tool=tool, expects=belief)
+        stale = _stale_belief(pinned, tool=tool, expects=belief)
         if stale is not None:
             actions = stale.detail["actions"]
             return refused(stale, actions[0]["id"] if actions else "")
@@ -590,15 +612,17 @@ def _state_only(ticket_id: str) -> QuerySet[PinnedState]:
 STATE_ONLY_LOCKED = CompiledRead(lambda ticket_id: _state_only(ticket_id), str)
 
 
-def _lock_state_only(ticket: Ticket | str) -> PinnedState:
-    """The state row locked (and nothing else), with its ticket and class, its items validated. For a ticket
-    named by its id, TicketNotFound when there is none."""
+def _lock_state_only(ticket: Ticket | str, action_id: str) -> PinnedState:
+    """The state row locked (and nothing else), with its ticket and class, its text items validated and of its
+    actions the one named and the open intents. For a ticket named by its id, TicketNotFound when there is
+    none."""
     ticket_id, using = _named(ticket)
     try:
         pinned = STATE_ONLY_LOCKED.get(ticket_id, using=using)
     except PinnedState.DoesNotExist:
         raise _no_state(ticket) from None
-    _keep_locked_items(pinned)
+    number = action_number(action_id)
+    _keep_locked_items(pinned, keys=[], numbers=() if number is None else (number,))
     return pinned
 
 
@@ -635,9 +659,9 @@ def settle_action(
     reason = (reason or "").strip()
     if status == ActionStatus.FAILED and not reason:
         raise InvalidInput("a failed intent needs a reason (what the tool answered)", field="reason")
-    pinned = _lock_state_only(ticket)
+    pinned = _lock_state_only(ticket, action_id)
     owner = pinned.ticket if isinstance(ticket, str) else ticket
-    current = pinned.items.find_action(action_id)
+    current = pinned.loaded_items().find_action(action_id)
     if current is None:
         raise ActionNotFound(f"no action {action_id!r} on {owner.ticket_id}", action_id=action_id)
     if not _may_settle(current, by):

@@ -12,9 +12,10 @@ from django.db.models import Expression, F
 from django.utils import timezone
 
 from core.errors import InvalidInput
+from core.identity import action_keys
 from core.state import (
-    ITEM_LISTS,
     PROVENANCES,
+    TEXT_ITEM_LISTS,
     ActionItem,
     ItemChange,
     Provenance,
@@ -26,9 +27,9 @@ from core.state import (
     state_document,
     validate_changes,
 )
-from core.state_text import MODEL_ACTIONS, item_text, list_texts, tail_text
+from core.state_text import MODEL_ACTIONS, item_text, tail_text
 from core.tokens import RequestSize, state_frame_tokens, state_item_tokens
-from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
+from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, ActionStatus, StateOp
 from tickets import json_edits, served_state
 from tickets.errors import StaleVersion
 from tickets.fingerprints import request_fingerprint
@@ -37,11 +38,12 @@ from tickets.models import (
     SERVED_TAIL,
     STORED_STATE_COLUMNS,
     PinnedState,
+    StateAction,
+    StateActionKey,
     StateChange,
     Ticket,
     stored_state_flags,
 )
-from tickets.served_state import served_columns
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import StoredAnswer, answer_record, hold_key, scoped_key, stored_answer
 from tickets.write_batch import WriteBatch
@@ -119,11 +121,11 @@ def change_pinned_state[T](
         )
     owner = pinned.ticket
     encoding = owner.ticket_class.encoding
-    items = pinned.items
+    items = pinned.loaded_items()
     totals_before = items.totals()
     frame_before = state_frame_tokens(state_frame(pinned, totals_before), encoding)
     earlier = len(items.changes)  # items kept from an earlier change of this row carry its log
-    positions = {name: [item.id for item in getattr(items, name)] for name in ITEM_LISTS}
+    positions = {name: [item.id for item in getattr(items, name)] for name in TEXT_ITEM_LISTS}
     stored_lists = set(items.model_fields_set)  # the lists the stored document has (validated from it)
     questions_opened = items.questions_opened
     result = mutate(items)
@@ -140,29 +142,32 @@ def change_pinned_state[T](
                     change.category, agent_item(change.category, side), encoding
                 )
     pinned.tokens += delta
-    edits = _data_edits(item_changes, positions, stored_lists, questions_opened, items)
-    document: dict[str, Any] | None = None  # the whole agent-facing state, built only if its texts are stale
-
-    def whole() -> dict[str, Any]:
-        nonlocal document
-        if document is None:
-            document = agent_document(pinned, items)
-        return document
-
+    action_changes = [c for c in item_changes if c.category == "actions_taken"]
+    text_changes = [c for c in item_changes if c.category != "actions_taken"]
+    for change in action_changes:  # an action is its own row: recording one writes that row, not the state
+        _write_action_row(writes, pinned, change)
+    counts: dict[str, Any] = {}
+    if action_changes:
+        counts = {"action_count": items.action_count, "action_figures": items.figures.as_json()}
+        pinned.action_count, pinned.action_figures = counts["action_count"], counts["action_figures"]
+    edits = _data_edits(text_changes, positions, stored_lists, questions_opened, items)
     if edits is not None and json_edits.supported(connection.vendor):
         # The database edits the stored items in place, and the served texts beside them (when the locked row
         # had them current: `texts_stored`): a change sends the items it changed, not the state.
-        texts = _served_writes(pinned, item_changes, totals_after, whole)
+        texts = _served_writes(pinned, text_changes, totals_after, items)
+        if edits:
+            texts["data"] = json_edits.EditJSON("data", edits)
         writes.update_row(
             PinnedState,
             pinned.pk,
-            data=json_edits.EditJSON("data", edits),
             **texts,
+            **counts,
             version=pinned.version,
             tokens=pinned.tokens,
             updated_at=timezone.now(),
         )
-        pinned.__dict__.pop("data", None)  # deferred: read again from the row if anyone asks
+        if edits:
+            pinned.__dict__.pop("data", None)  # deferred: read again from the row if anyone asks
         for name, value in texts.items():
             if isinstance(value, Expression):  # computed by the database: read again if anyone asks
                 pinned.__dict__.pop(name, None)
@@ -170,7 +175,7 @@ def change_pinned_state[T](
                 setattr(pinned, name, value)
     else:
         pinned.data = items_to_data(items)
-        texts = served_columns(whole())
+        texts = _text_columns(pinned.version, items, totals_after)
         for name, value in texts.items():
             setattr(pinned, name, value)
         pinned.updated_at = timezone.now()
@@ -178,6 +183,7 @@ def change_pinned_state[T](
             PinnedState.objects.filter(pk=pinned.pk),
             data=pinned.data,
             **texts,
+            **counts,
             version=pinned.version,
             tokens=pinned.tokens,
             updated_at=pinned.updated_at,
@@ -244,7 +250,7 @@ def _data_edits(
     """The stored document's edits for these item changes (positions: each list's ids before them), or None
     when a removal among several changes would move the indexes the others name, or an item goes to a list
     the stored document lacks (an old or hand-made one): then the whole document is written."""
-    edits = []
+    edits: list[json_edits.JSONEdit] = []
     for change in changes:
         if change.before is None:
             if change.category not in stored_lists:
@@ -263,27 +269,58 @@ def _data_edits(
     return edits
 
 
+def _write_action_row(writes: WriteBatch, pinned: PinnedState, change: ItemChange) -> None:
+    """An action's row written with the change: inserted with its item keys when the action is new, else its
+    stored item and served texts rewritten (found by the primary key its loader kept, else by its number)."""
+    after = change.after
+    assert after is not None  # actions are never removed
+    number = int(after["id"][1:])
+    shown = agent_item("actions_taken", after)
+    values = {
+        "data": after,
+        "served": item_text("actions_taken", shown),
+        "served_model": item_text(MODEL_ACTIONS, shown),
+        "open_intent": after.get("status") == ActionStatus.INTENDED and not after.get("reversed"),
+    }
+    if change.before is None:
+        writes.insert(StateAction(state_id=pinned.pk, number=number, **values))
+        for key in action_keys(after.get("item") or "", after.get("args")):
+            writes.insert(StateActionKey(state_id=pinned.pk, number=number, key=key))
+        return
+    row = pinned.__dict__.get("_action_pks", {}).get(number)
+    if row is None:
+        writes.update(StateAction.objects.filter(state_id=pinned.pk, number=number), **values)
+    else:
+        writes.update_row(StateAction, row, **values)
+
+
+def _text_columns(version: int, items: StateItems, totals: dict[str, int]) -> dict[str, Any]:
+    """The state row's served texts written in full: the text lists' (the actions' are on their rows), the
+    totals and the version."""
+    values: dict[str, Any] = {"served_version": version, SERVED_TAIL: tail_text(totals)}
+    for name, column in SERVED_COLUMNS.items():
+        values[column] = ",".join(
+            item_text(name, agent_item(name, item.model_dump(mode="json"))) for item in getattr(items, name)
+        )
+    return values
+
+
 def _served_writes(
-    pinned: PinnedState,
-    changes: list[ItemChange],
-    totals: dict[str, int],
-    whole: Callable[[], dict[str, Any]],
+    pinned: PinnedState, changes: list[ItemChange], totals: dict[str, int], items: StateItems
 ) -> dict[str, Any]:
-    """The served texts' new values (tickets.served_state): when the locked row had them current
-    (`texts_stored`), each list one change touched edited in place by the database (an action's in both of
-    its lists), a list several changes touched written anew, the totals and the version; else all in full."""
+    """The state row's served texts' new values (tickets.served_state) for these changes to its text lists:
+    when the locked row had them current (`texts_stored`), each list one change touched edited in place by the
+    database, a list several changes touched written anew, the totals and the version; else all in full."""
     if not (getattr(pinned, "texts_stored", False) and served_state.supported(connection.vendor)):
-        return served_columns(whole())
+        return _text_columns(pinned.version, items, totals)
     touched: dict[str, list[ItemChange]] = {}
     for change in changes:
-        names = ["actions_taken", MODEL_ACTIONS] if change.category == "actions_taken" else [change.category]
-        for name in names:
-            touched.setdefault(name, []).append(change)
+        touched.setdefault(change.category, []).append(change)
     values: dict[str, Any] = {"served_version": pinned.version, SERVED_TAIL: tail_text(totals)}
     for name, touching in touched.items():
         column = SERVED_COLUMNS[name]
         if len(touching) > 1:
-            values[column] = list_texts(whole())[name]
+            values[column] = _text_columns(pinned.version, items, totals)[column]
             continue
         [change] = touching
         old, new = (

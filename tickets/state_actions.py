@@ -1,0 +1,58 @@
+"""The actions of a pinned state that one action's write can touch, read from their rows (tickets.models.StateAction)
+without the others: those that may hold the same item as the new action (they share one of its item keys, or
+name no item), the open intents (the ticket's oldest one is kept on the ticket) and any named by number.
+
+Plain SQL on purpose: the query runs on every action and settle with a list of keys of varying length, and
+Django would build and compile it anew each time. Portable (PostgreSQL and SQLite); values are parameters.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.db import connections
+
+from core.identity import WHOLE_ORDER_KEYS
+from tickets.models import PinnedState, StateAction, StateActionKey
+
+_ACTIONS = StateAction._meta.db_table
+_KEYS = StateActionKey._meta.db_table
+
+
+def action_number(action_id: str) -> int | None:
+    """The number of an action id as the desk writes them (A1, A2, ...), else None."""
+    digits = action_id[1:]
+    if action_id[:1] != "A" or not digits.isascii() or not digits.isdigit() or len(digits) > 9:
+        return None
+    return int(digits) if digits == str(int(digits)) else None
+
+
+def touched_actions(
+    pinned: PinnedState, *, keys: list[str] | None, numbers: tuple[int, ...] = ()
+) -> list[tuple[int, int, str]]:
+    """(row id, number, stored JSON text) of the state's actions a write can touch, in order: those with one of
+    `keys` or the whole order's key (None: every action), the open intents, and those numbered."""
+    where = ["a.open_intent"]
+    params: list[object] = [pinned.pk]
+    if numbers:
+        where.append(f"a.number IN ({', '.join(['%s'] * len(numbers))})")
+        params.extend(numbers)
+    if keys is None:
+        where = ["TRUE"]
+        params = [pinned.pk]
+    elif keys:
+        wanted = sorted({*keys, *WHOLE_ORDER_KEYS})
+        where.append(
+            f"a.number IN (SELECT k.number FROM {_KEYS} k WHERE k.state_id = %s "
+            f"AND k.key IN ({', '.join(['%s'] * len(wanted))}))"
+        )
+        params.extend([pinned.pk, *wanted])
+    sql = (
+        f"SELECT a.id, a.number, a.data FROM {_ACTIONS} a WHERE a.state_id = %s AND ({' OR '.join(where)}) "
+        "ORDER BY a.number"
+    )
+    with connections[pinned._state.db or "default"].cursor() as cursor:
+        cursor.execute(sql, params)
+        # Django has PostgreSQL hand jsonb over as text (JSONField parses it); a driver that parses it anyway
+        # gets it written back.
+        return [(pk, number, data if isinstance(data, str) else json.dumps(data)) for pk, number, data in cursor]
