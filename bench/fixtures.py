@@ -24,12 +24,15 @@ from compaction.models import CompactionEvent
 from compaction.queue_figures import ticket_figures_refresh
 from compaction.selectors import context_figures
 from core.context import summary_message
+from core.identity import action_keys
+from core.state import ActionFigures
+from core.state_text import action_texts
 from core.tokens import STATE_PREFIX, compact_json, count_message, state_message
 from core.vocabulary import CompactionStatus
 from desk.demo import reference_ticket_path
 from desk.importer import ImportTicket, import_ticket
 from tickets.accounts import ROLES, create_agent, create_person
-from tickets.models import PinnedState, Ticket, TicketClass, Turn
+from tickets.models import PinnedState, StateAction, StateActionKey, Ticket, TicketClass, Turn
 from tickets.services.actions import record_action
 from tickets.services.lifecycle import open_ticket
 
@@ -86,6 +89,14 @@ def _clone_ticket(source: Ticket, ticket_id: str) -> Ticket:
             row.pk = None
             setattr(row, name, copy)
         model._default_manager.bulk_create(rows)  # type: ignore[union-attr]
+    # The state's actions and their keys point at the state, not the ticket.
+    source_state, copy_state = (PinnedState.objects.get(ticket=t) for t in (source, copy))
+    for action_model in (StateAction, StateActionKey):
+        copies = list(action_model.objects.filter(state=source_state))
+        for row in copies:
+            row.pk = None
+            row.state = copy_state
+        action_model.objects.bulk_create(copies, batch_size=1000)
     return copy
 
 
@@ -166,23 +177,35 @@ def _long_ticket(source: Ticket, ticket_id: str, turns: int) -> Ticket:
 
 
 def grow_state(ticket: Ticket, actions: int) -> None:
-    """`actions` actions in the ticket's pinned state: copies of one recorded through the services, then the
-    last one through the services too (so the desk writes what it keeps of the state at that version)."""
-    first = record_action(
+    """`actions` actions in the ticket's pinned state: copies of one recorded through the services (rows of
+    their own, as the desk keeps them), then the last one through the services too (so the desk writes what it
+    keeps of the state at that version)."""
+    record_action(
         ticket=ticket, tool="issue_refund", item="grow-0", amount_cents=100, idempotency_key="grow-0"
     )
-    del first
     pinned = PinnedState.objects.get(ticket=ticket)
-    data = dict(pinned.data)
-    existing = list(data.get("actions_taken", []))
-    template = existing[-1]
-    start = len(existing)
-    copies = [
-        dict(template, id=f"A{n + 1}", item=f"grow-{n}", idempotency_key=f"grow-{n}")
-        for n in range(start, actions - 1)
-    ]
-    data["actions_taken"] = existing + copies
-    PinnedState.objects.filter(pk=pinned.pk).update(data=data, version=pinned.version + 1)
+    template = pinned.action_rows.order_by("-number").first()
+    assert template is not None
+    figures = ActionFigures(pinned.action_figures)
+    rows, keys = [], []
+    for number in range(pinned.action_count + 1, actions):
+        stored = dict(
+            template.data, id=f"A{number}", item=f"grow-{number - 1}", idempotency_key=f"grow-{number - 1}"
+        )
+        served, served_model = action_texts(stored)
+        rows.append(
+            StateAction(state=pinned, number=number, data=stored, served=served, served_model=served_model)
+        )
+        keys += [
+            StateActionKey(state=pinned, number=number, key=key)
+            for key in action_keys(stored["item"], stored.get("args"))
+        ]
+        figures.apply(None, stored)
+    StateAction.objects.bulk_create(rows, batch_size=1000)
+    StateActionKey.objects.bulk_create(keys, batch_size=1000)
+    PinnedState.objects.filter(pk=pinned.pk).update(
+        action_count=actions - 1, action_figures=figures.as_json(), version=pinned.version + 1
+    )
     ticket.refresh_from_db()
     record_action(
         ticket=ticket,

@@ -332,15 +332,19 @@ def _assembled(
 # texts and the two events, with no model built; then the turns as rows. Only a state whose served texts are
 # current is answered so (else None: the caller takes assemble_context's way).
 _CONTEXT_ROW_FIELDS = ("pk", *_CONTEXT_COLUMNS, "served_model_actions", "active_event", "pending_event")
-CONTEXT_ROW: CompiledRead[Any] = CompiledRead(
-    lambda ticket_id: (
+
+
+def context_rows(ticket_id: str) -> QuerySet[Ticket, tuple[Any, ...]]:
+    """The context's row of the ticket as the ORM reads it (CONTEXT_ROW compiles it once)."""
+    return (
         with_active_summary(Ticket.objects.order_by())
         .annotate(**_MODEL_ACTION_TEXTS)
         .filter(ticket_id=ticket_id)
-        .values_list(*_CONTEXT_ROW_FIELDS)[:2]
-    ),
-    str,
-)
+        .values_list(*_CONTEXT_ROW_FIELDS)
+    )
+
+
+CONTEXT_ROW: CompiledRead[Any] = CompiledRead(lambda ticket_id: context_rows(ticket_id)[:2], str)
 
 
 @dataclass(frozen=True)

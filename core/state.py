@@ -147,6 +147,11 @@ def _figure_part(action: dict[str, Any]) -> tuple[str, list[int]] | None:
     return None
 
 
+def stored_open_intent(action: dict[str, Any]) -> bool:
+    """A stored action reserved and not yet settled (nor reversed)."""
+    return action.get("status") == ActionStatus.INTENDED and not action.get("reversed")
+
+
 class ActionFigures:
     """The money figures of a state's actions by tool: what the totals, the caps and an agent's belief are
     computed from (with the class's catalog), kept current by each change to an action. Pure."""
@@ -159,7 +164,8 @@ class ActionFigures:
         figures = cls()
         for a in actions:
             figures.apply(
-                None, {"tool": a.tool, "amount_cents": a.amount_cents, "status": a.status, "reversed": a.reversed}
+                None,
+                {"tool": a.tool, "amount_cents": a.amount_cents, "status": a.status, "reversed": a.reversed},
             )
         return figures
 
@@ -192,7 +198,9 @@ class ActionFigures:
         """Cents of this money effect that succeeded or are reserved."""
         return sum(row[1] for tool, row in self.by_tool.items() if tools.money_effect(tool) == effect)
 
-    def counts(self, tools: ToolCatalog, *, name: str | None = None, total: str | None = None) -> tuple[int, int]:
+    def counts(
+        self, tools: ToolCatalog, *, name: str | None = None, total: str | None = None
+    ) -> tuple[int, int]:
         """(succeeded, intended) actions not reversed of the tools normalized to `name`, or of the money effect
         whose total is `total`."""
         succeeded = intended = 0
@@ -511,7 +519,9 @@ def agent_state(
 ) -> dict[str, Any]:
     """The agent-facing pinned state: the seed's shape, plus decisions and the version (of a state loaded
     whole: PartialState otherwise)."""
-    dumped = items.whole().model_dump(mode="json", exclude={"actions_taken": {"__all__": STORED_ONLY_ACTION_FIELDS}})
+    dumped = items.whole().model_dump(
+        mode="json", exclude={"actions_taken": {"__all__": STORED_ONLY_ACTION_FIELDS}}
+    )
     for name in ITEM_LISTS:
         dumped[name] = [_without_unsaid_source(item) for item in dumped[name]]
     return state_document(

@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from core.state import ITEM_LISTS, MODEL_OMITTED_ACTION_FIELDS, MONEY_TOTALS
+from core.state import ITEM_LISTS, MODEL_OMITTED_ACTION_FIELDS, MONEY_TOTALS, agent_item
 
 # The model's actions: a list of their own beside the agent's.
 MODEL_ACTIONS = "model_actions"
@@ -50,6 +50,12 @@ def tail_text(totals: Mapping[str, Any]) -> str:
 def item_text(name: str, item: dict[str, Any]) -> str:
     """One agent-facing item's text in a list (`MODEL_ACTIONS`: an agent-facing action as the model reads it)."""
     return dumps(model_action(item) if name == MODEL_ACTIONS else item)
+
+
+def action_texts(stored: dict[str, Any]) -> tuple[str, str]:
+    """A stored action's two served texts: as the state GET shows it, and as the model reads it."""
+    shown = agent_item("actions_taken", stored)
+    return item_text("actions_taken", shown), item_text(MODEL_ACTIONS, shown)
 
 
 def list_texts(document: dict[str, Any]) -> dict[str, str]:

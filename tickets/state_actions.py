@@ -55,4 +55,6 @@ def touched_actions(
         cursor.execute(sql, params)
         # Django has PostgreSQL hand jsonb over as text (JSONField parses it); a driver that parses it anyway
         # gets it written back.
-        return [(pk, number, data if isinstance(data, str) else json.dumps(data)) for pk, number, data in cursor]
+        return [
+            (pk, number, data if isinstance(data, str) else json.dumps(data)) for pk, number, data in cursor
+        ]

@@ -12,12 +12,11 @@ from django.test.utils import CaptureQueriesContext
 
 from compaction.models import CompactionEvent
 from compaction.selectors import (
-    _CONTEXT_ROW_FIELDS,
     CONTEXT_ROW,
     CONTEXT_TICKET,
     TURNS_FROM,
+    context_rows,
     context_tickets,
-    with_active_summary,
 )
 from tests.factories import chat
 from tickets.compiled_reads import CompiledRead
@@ -122,11 +121,7 @@ def test_each_thread_uses_its_own_connection(tickets: list[Ticket]) -> None:
 
 def test_rows_are_the_querysets_values_as_the_database_gives_them(tickets: list[Ticket]) -> None:
     for ticket in [*tickets, tickets[0]]:
-        orm = list(
-            with_active_summary(Ticket.objects.order_by())
-            .filter(ticket_id=ticket.ticket_id)
-            .values_list(*_CONTEXT_ROW_FIELDS)
-        )
+        orm = list(context_rows(ticket.ticket_id))
         with CaptureQueriesContext(connection) as queries:
             rows = CONTEXT_ROW.rows(ticket.ticket_id)
         assert len(rows) == 1 and len(queries) == 1

@@ -40,7 +40,7 @@ def test_an_item_for_a_list_the_stored_document_lacks_is_kept(ticket: Ticket) ->
     record_action(ticket=ticket, tool="issue_refund", item="table", amount_cents=4000, idempotency_key="k1")
     stored = PinnedState.objects.get(ticket=ticket)
     assert [d["text"] for d in stored.data["decisions"]] == ["No replacement: the buyer declined"]
-    assert [a["item"] for a in stored.data["actions_taken"]] == ["table"]
+    assert [row.data["item"] for row in stored.action_rows.all()] == ["table"]
     assert stored.items.refunded_cents_total == 4000
 
 

@@ -11,8 +11,8 @@ from django.db import migrations, models
 from pydantic import ValidationError
 
 from core.identity import action_keys
-from core.state import ActionFigures, ActionItem, agent_item
-from core.state_text import MODEL_ACTIONS, item_text
+from core.state import ActionFigures, ActionItem, stored_open_intent
+from core.state_text import action_texts
 
 BATCH = 500
 
@@ -32,15 +32,15 @@ def move_actions_to_rows(apps: Any, schema_editor: Any) -> None:
                 stored = ActionItem.model_validate(raw).model_dump(mode="json")
             except ValidationError:
                 stored = raw
-            shown = agent_item("actions_taken", stored)
+            served, served_model = action_texts(stored)
             rows.append(
                 StateAction(
                     state_id=pinned.pk,
                     number=number,
                     data=stored,
-                    served=item_text("actions_taken", shown),
-                    served_model=item_text(MODEL_ACTIONS, shown),
-                    open_intent=stored.get("status") == "intended" and not stored.get("reversed"),
+                    served=served,
+                    served_model=served_model,
+                    open_intent=stored_open_intent(stored),
                 )
             )
             keys.extend(

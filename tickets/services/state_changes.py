@@ -25,11 +25,12 @@ from core.state import (
     agent_state,
     items_to_data,
     state_document,
+    stored_open_intent,
     validate_changes,
 )
-from core.state_text import MODEL_ACTIONS, item_text, tail_text
+from core.state_text import action_texts, item_text, tail_text
 from core.tokens import RequestSize, state_frame_tokens, state_item_tokens
-from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, ActionStatus, StateOp
+from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
 from tickets import json_edits, served_state
 from tickets.errors import StaleVersion
 from tickets.fingerprints import request_fingerprint
@@ -275,12 +276,12 @@ def _write_action_row(writes: WriteBatch, pinned: PinnedState, change: ItemChang
     after = change.after
     assert after is not None  # actions are never removed
     number = int(after["id"][1:])
-    shown = agent_item("actions_taken", after)
+    served, served_model = action_texts(after)
     values = {
         "data": after,
-        "served": item_text("actions_taken", shown),
-        "served_model": item_text(MODEL_ACTIONS, shown),
-        "open_intent": after.get("status") == ActionStatus.INTENDED and not after.get("reversed"),
+        "served": served,
+        "served_model": served_model,
+        "open_intent": stored_open_intent(after),
     }
     if change.before is None:
         writes.insert(StateAction(state_id=pinned.pk, number=number, **values))
