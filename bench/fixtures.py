@@ -25,7 +25,7 @@ from compaction.queue_figures import ticket_figures_refresh
 from compaction.selectors import context_figures
 from core.context import summary_message
 from core.identity import action_keys
-from core.state import ActionFigures
+from core.state import ActionFigures, ActionItem
 from core.state_text import action_texts
 from core.tokens import STATE_PREFIX, compact_json, count_message, state_message
 from core.vocabulary import CompactionStatus
@@ -189,9 +189,12 @@ def grow_state(ticket: Ticket, actions: int) -> None:
     figures = ActionFigures(pinned.action_figures)
     rows, keys = [], []
     for number in range(pinned.action_count + 1, actions):
-        stored = dict(
+        copy = dict(
             template.data, id=f"A{number}", item=f"grow-{number - 1}", idempotency_key=f"grow-{number - 1}"
         )
+        stored = ActionItem.model_validate(copy).model_dump(
+            mode="json"
+        )  # in the model's key order, as written
         served, served_model = action_texts(stored)
         rows.append(
             StateAction(state=pinned, number=number, data=stored, served=served, served_model=served_model)

@@ -30,7 +30,8 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, Tuple
 from django.db.models.functions import Now
 
 from compaction.services import state_room
-from core.state import StateItems
+from core.identity import ToolCatalog
+from core.state import ActionFigures
 from ledger.models import Reconciliation
 from tickets.models import Ticket, TicketClass
 from tickets.served_state import TailTotal
@@ -185,10 +186,11 @@ def queue_tickets(filters: QueueFilters) -> QuerySet[Ticket]:
             # The refund total as the served texts have it, when stored for the row's version: a row reads one
             # number, not its state (refunded_cents).
             stored_refunded_cents=TailTotal("refunded_cents_total", prefix="pinned_state__"),
-            # The items, only for a row with no current stored state (the total is derived from them then).
-            unstored_data=Case(
+            # The actions' money figures, only for a row with no current stored state (the total is derived
+            # from them then).
+            unstored_figures=Case(
                 When(_STORED_CURRENT, then=Value(None, output_field=JSONField())),
-                default=F("pinned_state__data"),
+                default=F("pinned_state__action_figures"),
                 output_field=JSONField(),
             ),
             # The first open mismatch with the payments ledger (its outcome), or None.
@@ -323,9 +325,12 @@ def ticket_classes() -> QuerySet[TicketClass]:
 
 def refunded_cents(ticket: Ticket) -> int:
     """The refund total of a queue row: as stored with its state's version (queue_tickets), else derived from
-    the items (read then: a state stored otherwise, or before stored states)."""
+    the actions' money figures (read then: a state stored otherwise, or before stored states)."""
     stored = getattr(ticket, "stored_refunded_cents", None)
     if stored is not None:
         return int(stored)
-    data = ticket.unstored_data if hasattr(ticket, "unstored_data") else ticket.pinned_state.data
-    return StateItems.model_validate(data or {}).refunded_cents_total
+    if hasattr(ticket, "unstored_figures"):
+        figures = ticket.unstored_figures
+    else:
+        figures = ticket.pinned_state.action_figures
+    return ActionFigures(figures or {}).totals(ToolCatalog.default())["refunded_cents_total"]
