@@ -23,8 +23,6 @@ from django.db.models import (
     IntegerField,
     OuterRef,
     Q,
-    StringAgg,
-    Subquery,
     TextField,
     Value,
 )
@@ -499,24 +497,43 @@ STORED_STATE_COLUMNS = (*SERVED_COLUMNS.values(), SERVED_TAIL)
 SERVED_ACTION_TEXTS = {"actions_taken": "served_actions", "model_actions": "served_model_actions"}
 
 
-def served_action_texts(state: str = "pk", *, model: bool | None = None) -> dict[str, Subquery]:
-    """Annotations of a read: the state's actions' served texts joined with commas in order ("" for none), as
+class JoinedActionTexts(models.Func):
+    """SQL: one of a state's actions' served texts (`served` or `served_model`), joined with commas in their
+    order, NULL for none; `state` names the state's primary key in the query it is part of. PostgreSQL orders
+    the aggregate itself; SQLite (before 3.44, which has no ORDER BY in an aggregate) joins an ordered subquery,
+    whose order its group_concat keeps."""
+
+    output_field = TextField()
+
+    def __init__(self, state: str, column: str) -> None:
+        if column not in ("served", "served_model"):
+            raise ValueError(f"no served text {column!r}")
+        super().__init__(F(state))
+        self.column = column
+
+    def as_sql(  # type: ignore[override]
+        self, compiler: Any, connection: Any, **extra: Any
+    ) -> tuple[str, list[Any]]:
+        state, params = compiler.compile(self.source_expressions[0])
+        table, column = connection.ops.quote_name(StateAction._meta.db_table), self.column
+        if connection.vendor == "postgresql":
+            sql = f"(SELECT string_agg(r.{column}, ',' ORDER BY r.number) FROM {table} r WHERE r.state_id = {state})"
+        else:
+            sql = (
+                f"(SELECT group_concat(t, ',') FROM (SELECT r.{column} AS t FROM {table} r "
+                f"WHERE r.state_id = {state} ORDER BY r.number))"
+            )
+        return sql, list(params)
+
+
+def served_action_texts(state: str = "pk", *, model: bool | None = None) -> dict[str, JoinedActionTexts]:
+    """Annotations of a read: the state's actions' served texts joined with commas in order (NULL for none), as
     the agent reads them (`served_actions`) and as the model does (`served_model_actions`); `model` True or
-    False for one of them. `state` names the state's primary key in the outer query."""
+    False for one of them. `state` names the state's primary key in the query."""
     columns = {"served_actions": "served", "served_model_actions": "served_model"}
     if model is not None:
         columns = {k: v for k, v in columns.items() if (k == "served_model_actions") == model}
-    return {
-        name: Subquery(
-            StateAction.objects.filter(state_id=OuterRef(state))
-            .order_by()
-            .values("state_id")
-            .annotate(text=StringAgg(column, Value(","), order_by="number"))
-            .values("text")[:1],
-            output_field=TextField(),
-        )
-        for name, column in columns.items()
-    }
+    return {name: JoinedActionTexts(state, column) for name, column in columns.items()}
 
 
 def stored_state_flags() -> dict[str, Any]:
