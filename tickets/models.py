@@ -369,10 +369,9 @@ class PinnedState(models.Model):
         if row.get("served_version") != self.version:
             return None  # stale, or not read: the ticket is not looked at
         ticket = self.ticket
-        lists = {name: row.get(column) for name, column in SERVED_COLUMNS.items()}
-        for name, annotation in SERVED_ACTION_TEXTS.items():
-            if annotation in row:  # read with served_action_texts(): NULL is no action
-                lists[name] = row[annotation] or ""
+        lists: dict[str, str | None] = {name: row.get(column) for name, column in SERVED_COLUMNS.items()}
+        name = "model_actions" if model else "actions_taken"
+        lists[name] = self.action_texts(model=model)
         return stored_document(
             ticket=ticket.ticket_id,
             order=ticket.order_id,
@@ -383,6 +382,16 @@ class PinnedState(models.Model):
             tail=row.get(SERVED_TAIL),
             model=model,
         )
+
+    def action_texts(self, *, model: bool = False) -> str:
+        """The actions' served texts joined in order (`model`: as the model reads them): as annotated on this
+        row or on its ticket by the read that loaded them (`served_action_texts`), else read now (one query)."""
+        annotation = SERVED_ACTION_TEXTS["model_actions" if model else "actions_taken"]
+        for holder in (self.__dict__, _cached_ticket(self)):
+            if holder is not None and annotation in holder:
+                return holder[annotation] or ""  # NULL: no action
+        column = "served_model" if model else "served"
+        return ",".join(StateAction.objects.filter(state=self).order_by("number").values_list(column, flat=True))
 
     @property
     def items(self) -> StateItems:
@@ -483,6 +492,13 @@ class StateActionKey(models.Model):
 
     def __str__(self) -> str:
         return f"A{self.number} of state {self.state_id}: {self.key}"
+
+
+def _cached_ticket(pinned: PinnedState) -> dict[str, Any] | None:
+    """The attributes of the state's ticket when it was loaded with it (select_related either way), else None."""
+    if not PinnedState.ticket.is_cached(pinned):  # type: ignore[attr-defined]
+        return None
+    return pinned.ticket.__dict__
 
 
 # The column of each text list's served text (core.state_text.TEXT_LISTS but the actions), and of the totals.

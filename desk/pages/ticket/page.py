@@ -52,6 +52,7 @@ from tickets.models import (
     TicketStatus,
     TicketStatusChange,
     Turn,
+    served_action_texts,
 )
 
 # How much of a long ticket one page shows. The counts are the page's, not the database's: every read
@@ -76,13 +77,14 @@ SAVINGS_INLINE_TURNS = CHART_SPAN
 
 
 def get_ticket(ticket_id: str) -> Ticket:
-    """The ticket with its class and pinned state, or 404. The state's stored items (`data`) are left
-    unread: the pages show the agent-facing state (`agent_json`), and a state of 2,000 actions is two
-    JSON documents of over a megabyte each; whatever asks for the items reads them then."""
+    """The ticket with its class and pinned state, its actions' served texts joined, or 404. The state's stored
+    items are left unread: the pages show the agent-facing state (`agent_json`), and a state of 2,000 actions
+    is half a megabyte of JSON; whatever asks for the items reads them then."""
     try:
         return (
             Ticket.objects.select_related("ticket_class", "pinned_state")
             .defer("pinned_state__data")
+            .annotate(**served_action_texts("pinned_state__pk", model=False))
             .get(ticket_id=ticket_id)
         )
     except Ticket.DoesNotExist:
