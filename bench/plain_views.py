@@ -4,8 +4,9 @@ PS (ps_state, ps_context, at the end) is the reads' baseline the ratios are agai
 token check, hand-written SQL text. P is the ORM version, kept for comparison.
 
 ORM + JsonResponse, no DRF serializers, no pydantic; the desk's own token check (so P pays what any API
-view must), and the same answers' shape. A floor for the desk, not a second implementation of it: the
-writes skip the desk's rules (audit rows, the repeat guard's normalising, the compaction policy).
+view must), and the same answers' shape: a state's actions are its StateAction rows, in order, the totals
+the stored figures of its actions. A floor for the desk, not a second implementation of it: the writes skip
+the desk's rules (audit rows, the served texts, the repeat guard's normalising, the compaction policy).
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from bench import raw_writes
 from compaction.models import CompactionEvent
-from core.state import model_state
+from core.identity import ToolCatalog, action_keys
+from core.state import MONEY_TOTALS, ActionFigures, agent_item, model_state
+from core.state_text import action_texts
 from core.tokens import REPLY_PRIMING_TOKENS, count_turn
 from core.vocabulary import CompactionStatus
 from tickets.accounts import authenticate_agent_token
-from tickets.models import IdempotencyRecord, PinnedState, Ticket, Turn
+from tickets.models import IdempotencyRecord, PinnedState, StateAction, StateActionKey, Ticket, Turn
 
 DENIED = JsonResponse({"error": "not_authenticated"}, status=401)
 
@@ -37,18 +39,21 @@ def _authenticated(request: HttpRequest) -> bool:
 
 
 def _state(pinned: PinnedState, ticket: Ticket) -> dict[str, Any]:
+    """The agent-facing state: the text lists of `data`, the actions from their rows, the totals from their
+    figures (the ticket's class read with it: select_related("ticket__ticket_class") or its ticket's)."""
     data = pinned.data
-    actions = data.get("actions_taken", [])
+    rows = StateAction.objects.filter(state=pinned).order_by("number").values_list("data", flat=True)
+    totals = ActionFigures(pinned.action_figures).totals(ticket.ticket_class.tool_catalog)
     return {
         "ticket": ticket.ticket_id,
         "order": ticket.order_id,
         "seller_type": ticket.seller_type,
         "version": pinned.version,
-        "actions_taken": actions,
+        "actions_taken": [agent_item("actions_taken", action) for action in rows],
         "customer_constraints": data.get("customer_constraints", []),
         "open_questions": data.get("open_questions", []),
         "decisions": data.get("decisions", []),
-        "refunded_cents_total": sum(a.get("amount_cents", 0) for a in actions if not a.get("reversed")),
+        **{name: totals[name] for name in MONEY_TOTALS},
     }
 
 
@@ -60,7 +65,9 @@ def _not_found(ticket_id: str) -> JsonResponse:
 def state(request: HttpRequest, ticket_id: str) -> JsonResponse:
     if not _authenticated(request):
         return DENIED
-    pinned = PinnedState.objects.select_related("ticket").filter(ticket__ticket_id=ticket_id).first()
+    pinned = (
+        PinnedState.objects.select_related("ticket__ticket_class").filter(ticket__ticket_id=ticket_id).first()
+    )
     if pinned is None:
         return _not_found(ticket_id)
     return JsonResponse(_state(pinned, pinned.ticket), headers={"ETag": f'"{pinned.version}"'})
@@ -104,7 +111,7 @@ def context(request: HttpRequest, ticket_id: str) -> JsonResponse:
     return JsonResponse(
         {
             "system_prompt": ticket.system_prompt,
-            "pinned_state": _state(pinned, ticket),
+            "pinned_state": model_state(_state(pinned, ticket)),
             "summary": active.summary if active else None,
             "summary_covers_turns": [active.first_replaced_turn, active.last_replaced_turn]
             if active
@@ -171,8 +178,9 @@ def action(request: HttpRequest, ticket_id: str) -> JsonResponse:
     body = json.loads(request.body)
     with transaction.atomic():
         pinned = (
-            PinnedState.objects.select_for_update()
-            .select_related("ticket")
+            PinnedState.objects.select_for_update(of=("self", "ticket"))
+            .select_related("ticket__ticket_class")
+            .defer("data")
             .filter(ticket__ticket_id=ticket_id)
             .first()
         )
@@ -181,37 +189,51 @@ def action(request: HttpRequest, ticket_id: str) -> JsonResponse:
         existing = IdempotencyRecord.objects.filter(ticket_id=pinned.ticket_id, key=key).first()
         if existing is not None:
             return JsonResponse(existing.response_body, status=existing.response_status)
-        actions = pinned.data.setdefault("actions_taken", [])
-        tool, item = body["tool"], body.get("item", "")
-        for earlier in actions:
-            if (
-                earlier["tool"] == tool
-                and earlier["item"] == item
-                and not earlier["reversible"]
-                and not earlier["reversed"]
-            ):
+        tool, item, args = body["tool"], body.get("item", ""), body.get("args") or {}
+        same = StateAction.objects.filter(state=pinned, data__tool=tool, data__item=item).values_list(
+            "data", flat=True
+        )
+        for earlier in same:
+            if not earlier["reversible"] and not earlier["reversed"] and earlier["status"] != "failed":
                 return JsonResponse({"error": "repeat_refused", "earlier_action": earlier}, status=409)
+        number = pinned.action_count + 1
         recorded = {
-            "id": f"A{len(actions) + 1}",
+            "id": f"A{number}",
             "at_turn": body.get("at_turn"),
+            "source": None,
             "tool": tool,
             "item": item,
             "amount_cents": body.get("amount_cents", 0),
             "reversible": body.get("reversible", False),
-            "args": body.get("args") or {},
+            "args": args,
             "idempotency_key": key,
             "recorded_by": "agent",
             "repeat_of": None,
             "reason": body.get("reason", ""),
             "reversed": False,
             "reversed_reason": "",
+            "status": "succeeded",
+            "failure_reason": "",
+            "intended_at": None,
+            "recorded_by_user_id": None,
         }
-        actions.append(recorded)
-        PinnedState.objects.filter(pk=pinned.pk).update(data=pinned.data, version=F("version") + 1)
+        served, served_model = action_texts(recorded)
+        StateAction.objects.create(
+            state=pinned, number=number, data=recorded, served=served, served_model=served_model
+        )
+        StateActionKey.objects.bulk_create(
+            StateActionKey(state=pinned, number=number, key=k) for k in action_keys(item, args)
+        )
+        figures = ActionFigures(pinned.action_figures)
+        figures.apply(None, recorded)
+        PinnedState.objects.filter(pk=pinned.pk).update(
+            version=F("version") + 1, action_count=number, action_figures=figures.as_json()
+        )
+        totals = figures.totals(pinned.ticket.ticket_class.tool_catalog)
         answer = {
-            "action": recorded,
+            "action": agent_item("actions_taken", recorded),
             "state_version": pinned.version + 1,
-            "refunded_cents_total": sum(a["amount_cents"] for a in actions if not a["reversed"]),
+            **{name: totals[name] for name in MONEY_TOTALS},
         }
         IdempotencyRecord.objects.create(
             ticket_id=pinned.ticket_id, key=key, fingerprint="", response_status=201, response_body=answer
@@ -220,14 +242,21 @@ def action(request: HttpRequest, ticket_id: str) -> JsonResponse:
 
 
 # PS: the reads as a plain Django view with the same middleware and token check, the SQL written by hand (no
-# ORM query built or compiled per request), the answer in the desk's shape (the agent's fields of each action).
-PS_STATE_SQL = """
-SELECT t.ticket_id, t.order_id, t.seller_type, p.version, p.data::text
-FROM tickets_pinnedstate p JOIN tickets_ticket t ON t.id = p.ticket_id WHERE t.ticket_id = %s
+# ORM query built or compiled per request), the answer in the desk's shape. The state's actions are read as the
+# desk's reads read them (tickets.models.served_action_texts): their rows' served texts, the agent's
+# (`served`) for the state and the model's (`served_model`) for the context, joined by string_agg in order, and
+# parsed here; the totals from the actions' stored figures with the class's tool catalog.
+PS_ACTIONS_TEXT = "(SELECT string_agg(a.{column}, ',' ORDER BY a.number) FROM tickets_stateaction a WHERE a.state_id = p.id)"
+PS_STATE_SQL = f"""
+SELECT t.ticket_id, t.order_id, t.seller_type, p.version, p.data::text, {PS_ACTIONS_TEXT.format(column="served")},
+  p.action_figures::text, c.irreversible_tools::text, c.money_tools::text
+FROM tickets_pinnedstate p JOIN tickets_ticket t ON t.id = p.ticket_id
+JOIN tickets_ticketclass c ON c.id = t.ticket_class_id WHERE t.ticket_id = %s
 """
-PS_CONTEXT_SQL = """
-SELECT t.id, t.ticket_id, t.order_id, t.seller_type, p.version, p.data::text, p.tokens, t.system_prompt,
-  t.system_prompt_tokens, c.token_budget, c.compaction_threshold,
+PS_CONTEXT_SQL = f"""
+SELECT t.id, t.ticket_id, t.order_id, t.seller_type, p.version, p.data::text,
+  {PS_ACTIONS_TEXT.format(column="served_model")}, p.action_figures::text, c.irreversible_tools::text,
+  c.money_tools::text, p.tokens, t.system_prompt, t.system_prompt_tokens, c.token_budget, c.compaction_threshold,
   (SELECT jsonb_build_object('summary', e.summary, 'tokens', e.summary_tokens, 'first', e.first_replaced_turn,
      'last', e.last_replaced_turn) FROM compaction_compactionevent e
    WHERE e.ticket_id = t.id AND e.status IN ('applied', 'forced') ORDER BY e.number DESC LIMIT 1)
@@ -241,23 +270,29 @@ WHERE ticket_id = %s AND number >= %s ORDER BY number
 
 
 def _ps_state(
-    ticket_id: str, order_id: str, seller_type: str, version: int, data_text: str
+    ticket_id: str,
+    order_id: str,
+    seller_type: str,
+    version: int,
+    data_text: str,
+    actions_text: str | None,
+    figures_text: str,
+    irreversible_text: str,
+    money_text: str,
 ) -> dict[str, Any]:
     data = json.loads(data_text)
-    actions = [
-        {name: action.get(name) for name in raw_writes.PUBLIC_ACTION_FIELDS}
-        for action in data.get("actions_taken", [])
-    ]
+    tools = ToolCatalog.build(irreversible=json.loads(irreversible_text), money=json.loads(money_text))
+    totals = ActionFigures(json.loads(figures_text)).totals(tools)
     return {
         "ticket": ticket_id,
         "order": order_id,
         "seller_type": seller_type,
         "version": version,
-        "actions_taken": actions,
+        "actions_taken": json.loads(f"[{actions_text or ''}]"),
         "customer_constraints": data.get("customer_constraints", []),
         "open_questions": data.get("open_questions", []),
         "decisions": data.get("decisions", []),
-        **raw_writes._totals(actions),
+        **{name: totals[name] for name in MONEY_TOTALS},
     }
 
 
@@ -284,11 +319,7 @@ def ps_context(request: HttpRequest, ticket_id: str) -> JsonResponse:
             return _not_found(ticket_id)
         (
             pk,
-            tid,
-            order,
-            seller,
-            version,
-            data_text,
+            *state,
             state_tokens,
             prompt,
             prompt_tokens,
@@ -309,7 +340,7 @@ def ps_context(request: HttpRequest, ticket_id: str) -> JsonResponse:
     return JsonResponse(
         {
             "system_prompt": prompt,
-            "pinned_state": model_state(_ps_state(tid, order, seller, version, data_text)),
+            "pinned_state": _ps_state(*state),  # the actions as the model reads them
             "summary": active["summary"] if active else None,
             "summary_covers_turns": [active["first"], active["last"]] if active else None,
             "turns": turns,

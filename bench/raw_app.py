@@ -1,6 +1,8 @@
 """R and R': a bare WSGI app over psycopg, one connection per process, no Django.
 
-The reads (state, context) are R, the floor under any framework: hand-written SQL and json.dumps. The writes
+The reads (state, context) are R, the floor under any framework: hand-written SQL and json.dumps; the state's
+actions are read as the desk's reads read them, their rows' served texts joined by string_agg in order (the
+agent's for the state, the model's for the context), the totals from the actions' figures. The writes
 (turn POST, action POST with or without "status": "intended", settle PATCH) are R', the desk's exact statements
 (bench/raw_writes.py). `gunicorn bench.raw_app:app` with BENCH_RAW_DSN set. Authentication is one query on the
 token table with the agent role, as the desk's is, and the key's digest compared in Python.
@@ -20,7 +22,8 @@ from typing import Any
 import psycopg
 
 from bench import raw_writes
-from core.state import model_state
+from core.identity import ToolCatalog
+from core.state import MONEY_TOTALS, ActionFigures
 
 REPLY_PRIMING_TOKENS = 3
 ROUTE = re.compile(r"^/api/v1/tickets/([^/]+)/(state|context|turns|actions)/(?:([^/]+)/)?$")
@@ -46,19 +49,30 @@ def _answer(
     return [data]
 
 
-def _state(row: tuple[Any, ...]) -> dict[str, Any]:
-    ticket_id, order_id, seller_type, version, data = row
-    actions = data.get("actions_taken", [])
+def _state(
+    ticket_id: str,
+    order_id: str,
+    seller_type: str,
+    version: int,
+    data: dict[str, Any],
+    actions_text: str | None,
+    figures: dict[str, list[int]],
+    irreversible: Any,
+    money: Any,
+) -> dict[str, Any]:
+    """The agent-facing state from its row: the text lists of `data`, the actions from their rows' served
+    texts joined in order (the model's, for the context), the totals from the actions' figures."""
+    totals = ActionFigures(figures).totals(ToolCatalog.build(irreversible=irreversible, money=money))
     return {
         "ticket": ticket_id,
         "order": order_id,
         "seller_type": seller_type,
         "version": version,
-        "actions_taken": actions,
+        "actions_taken": json.loads(f"[{actions_text or ''}]"),
         "customer_constraints": data.get("customer_constraints", []),
         "open_questions": data.get("open_questions", []),
         "decisions": data.get("decisions", []),
-        **raw_writes._totals(actions),
+        **{name: totals[name] for name in MONEY_TOTALS},
     }
 
 
@@ -95,13 +109,19 @@ def _looked_up(cur: psycopg.Cursor[Any], token: str, digest: str) -> int | None:
     return int(row[1])
 
 
-STATE_SQL = """
-SELECT t.ticket_id, t.order_id, t.seller_type, p.version, p.data
-FROM tickets_pinnedstate p JOIN tickets_ticket t ON t.id = p.ticket_id WHERE t.ticket_id = %s
+# The state's actions as the desk's reads join them (tickets.models.served_action_texts): their served texts,
+# the agent's (`served`) or the model's (`served_model`), in order, with commas.
+ACTIONS_TEXT = "(SELECT string_agg(a.{column}, ',' ORDER BY a.number) FROM tickets_stateaction a WHERE a.state_id = p.id)"
+STATE_SQL = f"""
+SELECT t.ticket_id, t.order_id, t.seller_type, p.version, p.data, {ACTIONS_TEXT.format(column="served")},
+       p.action_figures, c.irreversible_tools, c.money_tools
+FROM tickets_pinnedstate p JOIN tickets_ticket t ON t.id = p.ticket_id
+JOIN tickets_ticketclass c ON c.id = t.ticket_class_id WHERE t.ticket_id = %s
 """
-CONTEXT_SQL = """
-SELECT t.id, t.ticket_id, t.order_id, t.seller_type, p.version, p.data, p.tokens, t.system_prompt,
-       t.system_prompt_tokens, c.token_budget, c.compaction_threshold
+CONTEXT_SQL = f"""
+SELECT t.id, t.ticket_id, t.order_id, t.seller_type, p.version, p.data, {ACTIONS_TEXT.format(column="served_model")},
+       p.action_figures, c.irreversible_tools, c.money_tools, p.tokens, t.system_prompt, t.system_prompt_tokens,
+       c.token_budget, c.compaction_threshold
 FROM tickets_ticket t JOIN tickets_pinnedstate p ON p.ticket_id = t.id
 JOIN tickets_ticketclass c ON c.id = t.ticket_class_id WHERE t.ticket_id = %s
 """
@@ -120,7 +140,7 @@ def _context(cur: psycopg.Cursor[Any], ticket_id: str) -> dict[str, Any] | None:
     row = cur.fetchone()
     if row is None:
         return None
-    pk, tid, order, seller, version, data, state_tokens, prompt, prompt_tokens, budget, threshold = row
+    pk, *state, state_tokens, prompt, prompt_tokens, budget, threshold = row
     cur.execute(ACTIVE_SQL, [pk])
     active = cur.fetchone()
     first = (active[3] or 0) + 1 if active else 1
@@ -131,7 +151,7 @@ def _context(cur: psycopg.Cursor[Any], ticket_id: str) -> dict[str, Any] | None:
     turn_tokens = sum(t["tokens"] for t in turns)
     return {
         "system_prompt": prompt,
-        "pinned_state": model_state(_state((tid, order, seller, version, data))),
+        "pinned_state": _state(*state),  # the actions as the model reads them
         "summary": active[0] if active else None,
         "summary_covers_turns": [active[2], active[3]] if active else None,
         "turns": turns,
@@ -172,7 +192,7 @@ def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[byte
                 row = cur.fetchone()
                 if row is None:
                     return _answer(start_response, "404 Not Found", {"error": "not_found"})
-                return _answer(start_response, "200 OK", _state(row), [("ETag", f'"{row[3]}"')])
+                return _answer(start_response, "200 OK", _state(*row), [("ETag", f'"{row[3]}"')])
             if method == "GET" and resource == "context" and action_id is None:
                 context = _context(cur, ticket_id)
                 if context is None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -17,10 +19,20 @@ from rest_framework.renderers import JSONRenderer
 from bench import raw_app
 from bench.queue_fill import fill_queue, insert_select
 from compaction.models import CompactionEvent
-from core.state import StateItems, agent_state
+from core.state import agent_state, model_state
+from core.tokens import state_tokens
 from tests.factories import ensure_roles
 from tickets.accounts import create_agent
-from tickets.models import PinnedState, StateChange, Ticket, TicketClass, Turn
+from tickets.models import (
+    IdempotencyRecord,
+    PinnedState,
+    StateAction,
+    StateActionKey,
+    StateChange,
+    Ticket,
+    TicketClass,
+    Turn,
+)
 from tickets.services.actions import record_action
 from tickets.services.lifecycle import open_ticket
 
@@ -54,71 +66,118 @@ def raw_dsn(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         raw_app._connection = None
 
 
+def _desk_call(
+    desk: Client, path: str, method: str, body: dict[str, Any] | None = None, key: str = ""
+) -> tuple[str, Any]:
+    headers = {"Idempotency-Key": key} if key else {}
+    answer = getattr(desk, method.lower())(
+        path, json.dumps(body or {}), content_type="application/json", headers=headers
+    )
+    return str(answer.status_code), answer.json()
+
+
+# The requests both make, in order: a turn, an action, its retry, a refused repeat, an intent, its settle and
+# that settle again, an unknown action's settle, a second intent, a payout about the whole order refused, the
+# second intent's failure, an intent about the whole order (which reads every action, and stays open), and an
+# action whose args name two items (two item keys).
+STEPS: list[tuple[str, str, dict[str, Any] | None, str]] = [
+    ("turns/", "POST", {"role": "customer", "content": "hello there"}, ""),
+    ("actions/", "POST", {"tool": "issue_refund", "item": "a", "amount_cents": 100}, "k1"),
+    ("actions/", "POST", {"tool": "issue_refund", "item": "a", "amount_cents": 100}, "k1"),
+    ("actions/", "POST", {"tool": "issue_refund", "item": "a", "amount_cents": 100}, "k2"),
+    ("actions/", "POST", {"tool": "issue_refund", "item": "b", "amount_cents": 50, "status": "intended"}, "k3"),
+    ("actions/A2/", "PATCH", {"status": "succeeded"}, ""),
+    ("actions/A2/", "PATCH", {"status": "succeeded"}, ""),
+    ("actions/A9/", "PATCH", {"status": "succeeded"}, ""),
+    ("actions/", "POST", {"tool": "charge_card", "item": "c", "amount_cents": 70, "status": "intended"}, "k4"),
+    ("actions/", "POST", {"tool": "issue_credit", "amount_cents": 30, "reason": "goodwill"}, "k5"),
+    ("actions/A3/", "PATCH", {"status": "failed", "reason": "card declined"}, ""),
+    ("actions/", "POST", {"tool": "charge_card", "amount_cents": 30, "status": "intended"}, "k6"),
+    ("actions/", "POST", {"tool": "send_note", "args": {"items": ["d", "e"]}}, "k7"),
+]  # fmt: skip
+AUDIT_FIELDS = ("op", "actor_kind", "from_version", "to_version", "change", "at_turn", "thread_turn",
+                "after_tokens", "subject_id", "reason")  # fmt: skip
+
+
+def _rows(ticket_id: str) -> dict[str, Any]:
+    """What a ticket's writes left, as the desk reads it back, its intents' times aside."""
+
+    def timeless(value: Any) -> Any:
+        return json.loads(re.sub(r'"intended_at": "[^"]+"', '"intended_at": "-"', json.dumps(value)))
+
+    ticket = Ticket.objects.get(ticket_id=ticket_id)
+    pinned = PinnedState.objects.get(ticket=ticket)
+    return {
+        "state": [pinned.version, pinned.tokens, pinned.action_count, pinned.action_figures, pinned.data],
+        "served": [pinned.served_version, pinned.served_tail, pinned.served_constraints],
+        "actions": timeless(
+            list(
+                StateAction.objects.filter(state=pinned)
+                .order_by("number")
+                .values_list("number", "data", "served", "served_model", "open_intent")
+            )
+        ),
+        "keys": sorted(StateActionKey.objects.filter(state=pinned).values_list("number", "key")),
+        "audit": timeless(
+            list(StateChange.objects.filter(ticket=ticket).order_by("id").values_list(*AUDIT_FIELDS))
+        ),
+        "answers": sorted(
+            IdempotencyRecord.objects.filter(ticket=ticket).values_list("key", "fingerprint", "response_body")
+        ),
+        "ticket": [
+            ticket.turn_count,
+            ticket.context_tokens,
+            ticket.open_intent_since is not None,
+            ticket.open_intent_since and ticket.intent_stale_at - ticket.open_intent_since,
+            ticket.state_over_threshold,
+        ],
+    }
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_rprime_writes_what_the_desk_reads_back_as_its_own(raw_dsn: None) -> None:
+    """The same requests on two twin tickets, one through R' and one through the desk's API, answer the same
+    and leave the same rows (the action rows and their keys, the state's figures and tokens, the audit, the
+    keys' answers and fingerprints, the ticket's figures); the desk reads R''s state through its fast read, byte
+    for byte the state it validates from the rows."""
     ensure_roles()  # an earlier transactional test on this worker may have flushed the migration's groups
     klass = TicketClass.objects.create(slug="roomy", token_budget=2_000_000_000, compaction_threshold=1.0)
-    open_ticket(
-        ticket_id="T\u2011R1", order_id="SU-1", seller_type="marketplace", ticket_class=klass
-    )  # U+2011
+    for tid in ("T\u2011R1", "T\u2011D1"):  # U+2011: the served texts keep non-ASCII as the desk renders it
+        open_ticket(ticket_id=tid, order_id="SU-1", seller_type="marketplace", ticket_class=klass)
     token = create_agent(name="bench-agent")
-    base = "/api/v1/tickets/T\u2011R1"
-    assert _call(f"{base}/state/", "GET", "not-a-real-token-at-all")[0].startswith("401")
-    status, turn = _call(f"{base}/turns/", "POST", token, {"role": "customer", "content": "hello there"})
-    assert status.startswith("201") and turn["turn"] == 1
-    status, done = _call(
-        f"{base}/actions/", "POST", token, {"tool": "issue_refund", "item": "a", "amount_cents": 100}, "k1"
-    )
-    assert status.startswith("201") and done["refunded_cents_total"] == 100
-    assert (
-        _call(
-            f"{base}/actions/",
-            "POST",
-            token,
-            {"tool": "issue_refund", "item": "a", "amount_cents": 100},
-            "k1",
-        )[1]
-        == done
-    )
-    status, refused = _call(
-        f"{base}/actions/", "POST", token, {"tool": "issue_refund", "item": "a", "amount_cents": 100}, "k2"
-    )
-    assert status.startswith("409") and refused["error"] == "repeat_refused"
-    status, intent = _call(
-        f"{base}/actions/",
-        "POST",
-        token,
-        {"tool": "issue_refund", "item": "b", "amount_cents": 50, "status": "intended"},
-        "k3",
-    )
-    assert status.startswith("201") and intent["action"]["status"] == "intended"
-    assert intent["refunded_cents_total"] == 100  # an intent moves no money yet
-    status, settled = _call(
-        f"{base}/actions/{intent['action']['id']}/", "PATCH", token, {"status": "succeeded"}
-    )
-    assert status.startswith("200") and settled["refunded_cents_total"] == 150
-    assert _call(f"{base}/actions/A9/", "PATCH", token, {"status": "succeeded"})[0].startswith("404")
-
-    # The desk reads R''s rows as its own: the state validates, the audit log and the turn are there.
     desk = Client(HTTP_AUTHORIZATION=f"Token {token}")
-    state = desk.get(f"{base}/state/").json()
-    assert [(a["id"], a["status"]) for a in state["actions_taken"]] == [
-        ("A1", "succeeded"),
-        ("A2", "succeeded"),
-    ]
-    assert state["refunded_cents_total"] == 150 and state["version"] == settled["state_version"]
-    # R' kept the served texts as the desk does: the state read past DRF is the validated items, byte for byte.
-    served = desk.get(f"{base}/state/")
+    raw_base, desk_base = "/api/v1/tickets/T\u2011R1", "/api/v1/tickets/T\u2011D1"
+    assert _call(f"{raw_base}/state/", "GET", "not-a-real-token-at-all")[0].startswith("401")
+    for path, method, body, key in STEPS:
+        raw_status, raw_answer = _call(f"{raw_base}/{path}", method, token, body, key)
+        desk_status, desk_answer = _desk_call(desk, f"{desk_base}/{path}", method, body, key)
+        assert raw_status[:3] == desk_status, (path, body, raw_answer, desk_answer)
+        if raw_status.startswith("2"):
+            assert raw_answer == desk_answer, (path, body)
+        else:
+            assert raw_answer["error"] == desk_answer["error"], (path, body)
+    raw_rows = _rows("T\u2011R1")
+    assert raw_rows == _rows("T\u2011D1")
+    assert [(n, data["status"]) for n, data, *_ in raw_rows["actions"]] == [
+        (1, "succeeded"), (2, "succeeded"), (3, "failed"), (4, "intended"), (5, "succeeded")
+    ]  # fmt: skip
+    assert len(raw_rows["keys"]) == 6 and raw_rows["ticket"][0] == 1 and raw_rows["ticket"][2]
+    raw_ticket = Ticket.objects.get(ticket_id="T\u2011R1")
+    raw_intent = StateAction.objects.get(state__ticket=raw_ticket, number=4).data["intended_at"]
+    assert raw_ticket.open_intent_since == datetime.fromisoformat(raw_intent)
+
+    # The desk reads R''s rows as its own: its fast read finds the served texts current, and they are the state
+    # it validates from the rows, byte for byte.
+    served = desk.get(f"{raw_base}/state/")
     assert not hasattr(served, "data"), "the desk did not find R''s served texts current"
     pinned = PinnedState.objects.select_related("ticket__ticket_class").get(ticket__ticket_id="T\u2011R1")
     expected = agent_state(ticket="T\u2011R1", order="SU-1", seller_type="marketplace", version=pinned.version,
-                           items=StateItems.load(pinned.data, tools=pinned.ticket.ticket_class.tool_catalog))  # fmt: skip
+                           items=pinned.items)  # fmt: skip
     assert served.content == JSONRenderer().render(expected)
-    ticket = Ticket.objects.get(ticket_id="T\u2011R1")
-    ops = list(StateChange.objects.filter(ticket=ticket).order_by("id").values_list("op", flat=True))
-    assert ops == ["opened", "action_taken", "action_intended", "action_settled"]
-    assert Turn.objects.filter(ticket=ticket).count() == 1 and ticket.turn_count == 1
+    assert pinned.tokens == state_tokens(expected)  # R''s token count by deltas is the whole state's
+    context = desk.get(f"{raw_base}/context/").json()
+    assert context["pinned_state"] == model_state(expected)
 
 
 @pytest.mark.postgres
