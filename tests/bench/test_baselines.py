@@ -19,7 +19,9 @@ from rest_framework.renderers import JSONRenderer
 from bench import raw_app
 from bench.queue_fill import fill_queue, insert_select
 from compaction.models import CompactionEvent
-from core.state import agent_state, model_state
+from core.identity import action_keys
+from core.state import ActionFigures, agent_state, model_state
+from core.state_text import action_texts
 from core.tokens import state_tokens
 from tests.factories import ensure_roles
 from tickets.accounts import create_agent
@@ -228,6 +230,30 @@ def test_the_queue_fill_makes_tickets_whose_states_turns_and_events_the_desk_rea
     assert [
         len(state[k]) for k in ("actions_taken", "customer_constraints", "open_questions", "decisions")
     ] == [1, 1, 1, 1]
+    # The rows are what the desk would have written: the served texts join into the document built from the
+    # items (the action from its row), the action's row, key, count and figures are the desk's for it.
+    ticket, items = pinned.ticket, pinned.items
+    built = agent_state(
+        ticket=ticket.ticket_id,
+        order=ticket.order_id,
+        seller_type=ticket.seller_type,
+        version=pinned.version,
+        items=items,
+    )
+    assert pinned.served_text() == JSONRenderer().render(built).decode()
+    assert pinned.served_text(model=True) == JSONRenderer().render(model_state(built)).decode()
+    assert pinned.tokens == state_tokens(built, ticket.ticket_class.encoding)
+    [action] = items.actions_taken
+    assert action.args == {"order": ticket.order_id} and action.idempotency_key == f"q-{ticket.pk}"
+    row, stored = StateAction.objects.get(state=pinned), action.model_dump(mode="json")
+    assert (row.number, row.data, row.open_intent) == (1, stored, False)
+    assert (row.served, row.served_model) == action_texts(
+        stored
+    )  # in the model's key order (jsonb has its own)
+    keys = StateActionKey.objects.filter(state=pinned, number=1).values_list("key", flat=True)
+    assert sorted(keys) == action_keys(action.item, action.args)
+    assert (pinned.action_count, pinned.action_figures) == (1, ActionFigures.of([action]).as_json())
+    assert "actions_taken" not in pinned.data and pinned.data["questions_opened"] == 1
     assert (
         CompactionEvent.objects.filter(ticket__ticket_id__startswith="Q-").count() == 12
     )  # one ticket in ten
