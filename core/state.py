@@ -261,16 +261,16 @@ class StateItems(BaseModel):
     @classmethod
     def load_partial(
         cls,
-        text: str,
+        stored: str | dict[str, Any],
         *,
         tools: ToolCatalog,
         actions: list[ActionItem],
         action_count: int,
         figures: dict[str, list[int]],
     ) -> StateItems:
-        """The text lists of the stored JSON `text` (parsed and validated in one pass by pydantic) with only
-        these `actions` of the `action_count` there are, and the stored money figures of all of them."""
-        items = cls.model_validate_json(text)
+        """The text lists of the stored data (as JSON text: parsed and validated in one pass by pydantic) with
+        only these `actions` of the `action_count` there are, and the stored money figures of all of them."""
+        items = cls.model_validate_json(stored) if isinstance(stored, str) else cls.model_validate(stored)
         if items.actions_taken:
             raise ValueError("a partly loaded state takes its actions from their rows")
         items.actions_taken = actions
@@ -515,15 +515,22 @@ def validate_changes(changes: Iterable[ItemChange]) -> None:
 
 
 def agent_state(
-    *, ticket: str, order: str, seller_type: str, version: int, items: StateItems
+    *,
+    ticket: str,
+    order: str,
+    seller_type: str,
+    version: int,
+    items: StateItems,
+    actions: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The agent-facing pinned state: the seed's shape, plus decisions and the version (of a state loaded
-    whole: PartialState otherwise)."""
-    dumped = items.whole().model_dump(
-        mode="json", exclude={"actions_taken": {"__all__": STORED_ONLY_ACTION_FIELDS}}
-    )
+    """The agent-facing pinned state: the seed's shape, plus decisions and the version. Of a state loaded whole,
+    or (`actions`: every action, agent-facing, as served) of one loaded with some actions: PartialState else."""
+    whole = items if actions is not None else items.whole()
+    dumped = whole.model_dump(mode="json", exclude={"actions_taken": {"__all__": STORED_ONLY_ACTION_FIELDS}})
     for name in ITEM_LISTS:
         dumped[name] = [_without_unsaid_source(item) for item in dumped[name]]
+    if actions is not None:
+        dumped["actions_taken"] = actions
     return state_document(
         ticket=ticket,
         order=order,

@@ -19,13 +19,14 @@ from core.vocabulary import ActorKind, StateOp, values
 from ledger.models import LedgerResolution, Outcome, Reconciliation
 from tickets.models import (
     Handoff,
-    PinnedState,
     RefusedAttempt,
+    StateAction,
     StateChange,
     Ticket,
     TicketStatusChange,
     Turn,
 )
+from tickets.state_actions import action_number
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -105,9 +106,13 @@ def _turn(turn: Turn) -> dict[str, Any]:
     }
 
 
-def _action_in(state: dict[str, Any], action_id: str) -> dict[str, Any] | None:
-    actions = state.get("actions_taken") or []
-    return next((a for a in actions if a.get("id") == action_id), None)
+def _earlier_actions(ticket: Ticket, attempts: list[RefusedAttempt]) -> dict[str, dict[str, Any]]:
+    """The stored actions these refusals name (in their current form: settled? reversed?), by id; one query."""
+    numbers = {n for a in attempts if (n := action_number(a.earlier_action_id)) is not None}
+    if not numbers:
+        return {}
+    rows = StateAction.objects.filter(state__ticket=ticket, number__in=numbers).values_list("number", "data")
+    return {f"A{number}": data for number, data in rows}
 
 
 def _changed_action(change: StateChange) -> dict[str, Any] | None:
@@ -163,7 +168,7 @@ def _refused_why(attempt: RefusedAttempt) -> str:
     return f": held by {attempt.earlier_action_id}"
 
 
-def _refused(attempt: RefusedAttempt, state: dict[str, Any]) -> dict[str, Any]:
+def _refused(attempt: RefusedAttempt, earlier: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {
         "kind": "refused_attempt",
         "at": attempt.created_at,
@@ -181,7 +186,7 @@ def _refused(attempt: RefusedAttempt, state: dict[str, Any]) -> dict[str, Any]:
             "at_turn": attempt.at_turn,
             "request": attempt.request,
             "earlier_action_id": attempt.earlier_action_id,
-            "earlier_action": _action_in(state, attempt.earlier_action_id),
+            "earlier_action": earlier.get(attempt.earlier_action_id),
             "message": attempt.message,
         },
     }
@@ -346,12 +351,8 @@ def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PA
         if REVIEW in wanted
         else {}
     )
-    # Refused attempts name the earlier action; its current form (settled? reversed?) is in the state.
-    state = (
-        PinnedState.objects.filter(ticket=ticket).values_list("data", flat=True).first() or {}
-        if REFUSED in wanted
-        else {}
-    )
+    # Refused attempts name the earlier action; its current form (settled? reversed?) is on its row.
+    earlier = _earlier_actions(ticket, list(refused.values())) if REFUSED in wanted else {}
 
     entries: list[dict[str, Any]] = []
     for src, _, ref in rows:
@@ -360,7 +361,7 @@ def ticket_history(ticket: Ticket, *, page: int = 1, page_size: int = DEFAULT_PA
         elif src == STATE:
             entries.append(_state_change(changes[ref]))
         elif src == REFUSED:
-            entries.append(_refused(refused[ref], state))
+            entries.append(_refused(refused[ref], earlier))
         elif src == STATUS:
             entries.append(_status(statuses[ref]))
         elif src == MISMATCH:

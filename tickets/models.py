@@ -368,10 +368,11 @@ class PinnedState(models.Model):
         row = self.__dict__
         if row.get("served_version") != self.version:
             return None  # stale, or not read: the ticket is not looked at
-        ticket = self.ticket
         lists: dict[str, str | None] = {name: row.get(column) for name, column in SERVED_COLUMNS.items()}
-        name = "model_actions" if model else "actions_taken"
-        lists[name] = self.action_texts(model=model)
+        if row.get(SERVED_TAIL) is None or any(text is None for text in lists.values()):
+            return None  # a text dropped by an edit, or left unread: the actions' are not read either
+        ticket = self.ticket
+        lists["model_actions" if model else "actions_taken"] = self.action_texts(model=model)
         return stored_document(
             ticket=ticket.ticket_id,
             order=ticket.order_id,
@@ -391,7 +392,9 @@ class PinnedState(models.Model):
             if holder is not None and annotation in holder:
                 return holder[annotation] or ""  # NULL: no action
         column = "served_model" if model else "served"
-        return ",".join(StateAction.objects.filter(state=self).order_by("number").values_list(column, flat=True))
+        return ",".join(
+            StateAction.objects.filter(state=self).order_by("number").values_list(column, flat=True)
+        )
 
     @property
     def items(self) -> StateItems:
@@ -425,18 +428,21 @@ class PinnedState(models.Model):
         self.__dict__["_items"] = (self.version, items)
 
     def agent_json(self) -> dict[str, Any]:
-        """The agent-facing state: its served text when it was loaded and is current, else built from the items."""
+        """The agent-facing state: its served text when it was loaded and is current, else built from the items
+        (those a write kept, when it read only some actions: then with every action's served text)."""
         stored = self.served_text()
         if stored is not None:
             document: dict[str, Any] = json.loads(stored)
             return document
         ticket = self.ticket
+        items = self.loaded_items()
         return agent_state(
             ticket=ticket.ticket_id,
             order=ticket.order_id,
             seller_type=ticket.seller_type,
             version=self.version,
-            items=self.items,
+            items=items,
+            actions=json.loads(f"[{self.action_texts()}]") if items.partial else None,
         )
 
 

@@ -13,6 +13,7 @@ import json
 from django.db import connections
 
 from core.identity import WHOLE_ORDER_KEYS
+from core.state import ActionItem, StateItems
 from tickets.models import PinnedState, StateAction, StateActionKey
 
 _ACTIONS = StateAction._meta.db_table
@@ -58,3 +59,20 @@ def touched_actions(
         return [
             (pk, number, data if isinstance(data, str) else json.dumps(data)) for pk, number, data in cursor
         ]
+
+
+def keep_touched_items(pinned: PinnedState, *, keys: list[str] | None, numbers: tuple[int, ...] = ()) -> None:
+    """The locked row's items for one write (`PinnedState.keep_items`): its text items, validated from the data it
+    was read with (as JSON text, `data_text`, when the read cast it so), and of its actions only those the write
+    can touch (`touched_actions`), with the count and figures of all: not the others, however many there are."""
+    rows = touched_actions(pinned, keys=keys, numbers=numbers)
+    pinned.__dict__["_action_pks"] = {number: pk for pk, number, _ in rows}
+    stored = pinned.__dict__.get("data_text")
+    items = StateItems.load_partial(
+        stored if stored is not None else pinned.data,
+        tools=pinned.ticket.ticket_class.tool_catalog,
+        actions=[ActionItem.model_validate_json(text) for _, _, text in rows],
+        action_count=pinned.action_count,
+        figures=pinned.action_figures,
+    )
+    pinned.keep_items(items)

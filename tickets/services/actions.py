@@ -49,7 +49,7 @@ from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import advisory_key_sql, hold_order, key_in_flight
 from tickets.services.refused_flag import ticket_refused_mark
 from tickets.services.state_changes import change_pinned_state, check_source, check_turn
-from tickets.state_actions import action_number, touched_actions
+from tickets.state_actions import action_number, keep_touched_items
 from tickets.write_batch import WriteBatch
 
 
@@ -381,22 +381,6 @@ def _lock_for_action(ticket: Ticket | str, idempotency_key: str, *, wait: bool) 
     return pinned
 
 
-def _keep_locked_items(pinned: PinnedState, *, keys: list[str] | None, numbers: tuple[int, ...] = ()) -> None:
-    """The locked row's items for one action's write (not for a replay: it needs none): its text items,
-    validated from the JSON text it was read with, and of its actions only those the write can touch
-    (tickets.state_actions.touched_actions): not the others, however many there are."""
-    rows = touched_actions(pinned, keys=keys, numbers=numbers)
-    pinned.__dict__["_action_pks"] = {number: pk for pk, number, _ in rows}
-    items = StateItems.load_partial(
-        pinned.data_text,  # type: ignore[attr-defined]
-        tools=pinned.ticket.ticket_class.tool_catalog,
-        actions=[ActionItem.model_validate_json(text) for _, _, text in rows],
-        action_count=pinned.action_count,
-        figures=pinned.action_figures,
-    )
-    pinned.keep_items(items)
-
-
 @transaction.atomic
 def _record_action(
     *,
@@ -467,7 +451,7 @@ def _record_action(
         return ActionRecorded(body=pinned.prior_body, replayed=True)  # type: ignore[attr-defined]
     keys = action_keys(item, args)
     # A money action about no item collides with every earlier one of its kind: then all are read.
-    _keep_locked_items(pinned, keys=None if keys == WHOLE_ORDER_KEYS else keys)
+    keep_touched_items(pinned, keys=None if keys == WHOLE_ORDER_KEYS else keys)
 
     turn = check_turn(locked_ticket, at_turn)
     items = pinned.loaded_items()
@@ -622,7 +606,7 @@ def _lock_state_only(ticket: Ticket | str, action_id: str) -> PinnedState:
     except PinnedState.DoesNotExist:
         raise _no_state(ticket) from None
     number = action_number(action_id)
-    _keep_locked_items(pinned, keys=[], numbers=() if number is None else (number,))
+    keep_touched_items(pinned, keys=[], numbers=() if number is None else (number,))
     return pinned
 
 

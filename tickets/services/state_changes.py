@@ -47,6 +47,7 @@ from tickets.models import (
 )
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import StoredAnswer, answer_record, hold_key, scoped_key, stored_answer
+from tickets.state_actions import action_number, keep_touched_items
 from tickets.write_batch import WriteBatch
 
 
@@ -98,11 +99,13 @@ def change_pinned_state[T](
     expected_version: int | None = None,
     locked: PinnedState | None = None,
     batch: WriteBatch | None = None,
+    touch: tuple[int, ...] | None = None,
 ) -> tuple[T, PinnedState]:
     """Lock the pinned state, check the version, apply `mutate`, bump the version, write the audit row.
 
     Call inside a transaction; `locked` is the state when the caller has locked it already
-    (`lock_pinned_state`). The state grows by deltas: its token count moves by the tokens of the items the
+    (`lock_pinned_state`); `touch`, the numbers of the only actions `mutate` reads (the open intents are read
+    too), when it needs not all of them. The state grows by deltas: its token count moves by the tokens of the items the
     operation changed (and of the frame: version, totals), the audit row keeps those items, not copies of the
     state, and the ticket's stored context size and `open_intent_since` move in one update. When `mutate`
     returns an item (an action, a constraint, ...), the audit row names it.
@@ -111,7 +114,11 @@ def change_pinned_state[T](
     on PostgreSQL). With `batch`, they are added to the caller's, which runs it with its own writes (an
     action's idempotency answer); without, they are sent before this returns.
     """
-    pinned = locked if locked is not None else lock_pinned_state(ticket)
+    if locked is None:
+        locked = lock_pinned_state(ticket)
+        if touch is not None:  # the change reads these actions (and the open intents), not the others
+            keep_touched_items(locked, keys=[], numbers=touch)
+    pinned = locked
     writes = batch if batch is not None else WriteBatch(pinned._state.db or "default")
     if expected_version is not None and expected_version != pinned.version:
         raise StaleVersion(
@@ -412,6 +419,7 @@ def change_state(
         expected_version=expected_version,
         reason=reason,
         batch=batch,
+        touch=(),  # a text item's change reads no action
     )
     return pinned
 
@@ -531,5 +539,6 @@ def correct_state(
         at_turn=turn,
         reason=reason,
         expected_version=expected_version,
+        touch=() if (number := action_number(target_id)) is None else (number,),
     )
     return pinned

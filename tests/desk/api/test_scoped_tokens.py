@@ -123,7 +123,7 @@ def test_settling_an_intent_of_another_class_is_refused(
     response = scoped.patch(url(other, f"actions/{action_id}"), {"status": "succeeded"}, format="json")
     refused(response)
     other.pinned_state.refresh_from_db()
-    assert other.pinned_state.data["actions_taken"][0]["status"] == "intended"
+    assert other.pinned_state.action_rows.get(number=1).data["status"] == "intended"
 
 
 def test_reads_context_history_compactions_and_handoffs_of_another_class_are_refused(

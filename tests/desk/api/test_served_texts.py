@@ -18,7 +18,7 @@ from tests.desk.api.conftest import url
 from tests.desk.api.test_state_stored import busy, every_kind_of_change, validated  # noqa: F401
 from tickets.accounts import revoke_agent_tokens
 from tickets.models import PinnedState, Ticket
-from tickets.services.actions import record_action, settle_action
+from tickets.services.actions import record_action
 from tickets.services.state_changes import change_state
 
 pytestmark = pytest.mark.django_db
@@ -59,31 +59,35 @@ def test_every_version_is_served_byte_for_byte_as_drf_renders_the_validated_item
         assert stored.served_version == stored.version, what
 
 
-def test_a_change_edits_the_text_of_its_item_only(busy: Ticket) -> None:  # noqa: F811
+def test_a_change_writes_its_own_item_only(busy: Ticket) -> None:  # noqa: F811
+    """An action is a row of its own: recording one neither reads back nor writes the earlier ones."""
     record_action(ticket=busy, tool="issue_refund", item="lamp", amount_cents=100, idempotency_key="k1")
     with CaptureQueriesContext(connection) as queries:
         record_action(ticket=busy, tool="issue_refund", item="mug", amount_cents=200, idempotency_key="k2")
+    [write] = [q["sql"] for q in queries.captured_queries if 'INSERT INTO "tickets_stateaction"' in q["sql"]]
+    assert "mug" in write and "lamp" not in write
+    # A text list's item is edited by the database, not sent whole.
+    change_state(ticket=busy, op="decision_made", text="Keep the lamp")
+    with CaptureQueriesContext(connection) as queries:
+        change_state(ticket=busy, op="decision_made", text="Ship the mug")
     [update] = [q["sql"] for q in queries.captured_queries if 'UPDATE "tickets_pinnedstate"' in q["sql"]]
-    # The served texts are edited by the database, not sent whole: the earlier action's text is not in the write.
-    assert '"served_actions" =' in update and '\\"item\\":\\"lamp\\"' not in update
-    assert "lamp" not in update.split('"served_actions" =')[1].split('"served_constraints"')[0]
+    assert '"served_decisions" =' in update and "Keep the lamp" not in update
 
 
 def test_a_text_that_is_not_what_the_edit_expected_is_dropped_never_served_wrong(
     agent: APIClient,
     busy: Ticket,  # noqa: F811
 ) -> None:
-    record_action(ticket=busy, tool="issue_refund", item="lamp", amount_cents=900, idempotency_key="k1",
-                  status="intended")  # fmt: skip
-    # Someone rewrote the served text behind the services (same version): the settle's edit cannot find the
-    # intent's old text in it.
-    PinnedState.objects.filter(ticket=busy).update(served_actions='{"id":"A1","tool":"forged"}')
-    settle_action(ticket=busy, action_id="A1", status="succeeded")
+    change_state(ticket=busy, op="question_opened", text="Which lamp?")
+    # Someone rewrote the served text behind the services (same version): the resolution's edit cannot find
+    # the question's old text in it.
+    PinnedState.objects.filter(ticket=busy).update(served_questions='{"id":"Q1","text":"forged"}')
+    change_state(ticket=busy, op="question_resolved", text="Which lamp?")
     stored = PinnedState.objects.get(ticket=busy)
-    assert stored.served_actions is None or stored.served_actions == ""
+    assert stored.served_questions is None or stored.served_questions == ""
     response = agent.get(url(busy, "state"))
     assert response.status_code == 200 and not past_drf(response)  # built from the items, by DRF's way
-    assert response.json() == validated(busy) and response.json()["actions_taken"][0]["status"] == "succeeded"
+    assert response.json() == validated(busy) and response.json()["open_questions"] == []
     # The next change writes the texts in full again, and the fast way serves them.
     change_state(ticket=busy, op="decision_made", text="Keep the lamp", expected_version=stored.version)
     again = agent.get(url(busy, "state"))

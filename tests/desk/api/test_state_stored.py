@@ -5,18 +5,29 @@ on it), and no read validates the items."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.apps import apps
+from rest_framework.renderers import JSONRenderer
 from rest_framework.test import APIClient
 
-from core.state import StateItems, agent_state, model_state
+from core.state import ActionFigures, StateItems, agent_state, model_state
 from core.vocabulary import ActorKind
 from tests.desk.api.conftest import url
 from tests.factories import chat, supervisor
-from tickets.models import SERVED_COLUMNS, SERVED_TAIL, PinnedState, Ticket, TicketClass
+from tickets.models import (
+    SERVED_COLUMNS,
+    SERVED_TAIL,
+    PinnedState,
+    StateAction,
+    StateActionKey,
+    Ticket,
+    TicketClass,
+)
 from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
 from tickets.services.classes import save_ticket_class
@@ -29,7 +40,8 @@ pytestmark = pytest.mark.django_db
 def validated(ticket: Ticket) -> dict[str, Any]:
     """What the API served before states were stored: the items validated by pydantic, then dumped."""
     pinned = PinnedState.objects.select_related("ticket__ticket_class").get(ticket=ticket)
-    items = StateItems.load(pinned.data, tools=ticket.ticket_class.tool_catalog)
+    actions = [row.data for row in pinned.action_rows.all()]
+    items = StateItems.load(pinned.data, tools=ticket.ticket_class.tool_catalog, actions=actions)
     return agent_state(
         ticket=ticket.ticket_id,
         order=ticket.order_id,
@@ -165,23 +177,29 @@ def test_a_new_tool_catalog_is_seen_in_the_totals_at_once(
     assert served == validated(busy)
 
 
-def test_the_migration_fills_the_served_texts_of_the_states_already_there(
+def test_the_migration_moves_the_actions_of_the_states_already_there_into_rows(
     agent: APIClient, busy: Ticket
 ) -> None:
-    import importlib
-
-    from django.apps import apps
-
-    migration = importlib.import_module("tickets.migrations.0023_h45_fill_served_texts")
+    """tickets.0024: a state kept as the previous release kept it (its actions inside `data`, no rows, no
+    figures) gets its rows, keys, count and figures, and is served as it was."""
+    migration = importlib.import_module("tickets.migrations.0024_h47_action_rows")
     for _ in every_kind_of_change(busy):
         pass
-    PinnedState.objects.update(served_version=None, served_actions=None, served_tail="")
-    migration.fill_served_texts(apps, None)
-    stored = PinnedState.objects.select_related("ticket").get(ticket=busy)
-    assert stored.served_version == stored.version
+    expected = validated(busy)
+    pinned = PinnedState.objects.get(ticket=busy)
+    old = {**pinned.data, "actions_taken": [row.data for row in pinned.action_rows.all()]}
+    keys = StateActionKey.objects.filter(state=pinned).count()
+    StateActionKey.objects.filter(state=pinned).delete()
+    StateAction.objects.filter(state=pinned).delete()
+    PinnedState.objects.filter(pk=pinned.pk).update(data=old, action_count=0, action_figures={})
+    migration.move_actions_to_rows(apps, None)
+    moved = PinnedState.objects.select_related("ticket__ticket_class").get(pk=pinned.pk)
+    assert "actions_taken" not in moved.data and moved.action_count == len(old["actions_taken"]) > 1
+    assert moved.action_figures == ActionFigures.of(moved.items.actions_taken).as_json() != {}
+    assert StateActionKey.objects.filter(state=pinned).count() == keys
     response = agent.get(url(busy, "state"))
     assert not hasattr(response, "data")  # served from the texts, past DRF
-    assert json.dumps(response.json()) == json.dumps(validated(busy))
+    assert response.content == JSONRenderer().render(expected)
 
 
 def test_the_ticket_detail_reads_neither_the_items_nor_the_stored_state(

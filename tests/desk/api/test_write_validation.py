@@ -14,12 +14,14 @@ import pytest
 from rest_framework.test import APIClient
 
 from core.errors import InvalidInput
-from core.state import ActionItem, StateItems, TextItem
+from core.identity import action_keys
+from core.state import ActionItem, StateItems, TextItem, items_to_data
+from core.state_text import action_texts
 from core.vocabulary import ActorKind
 from tests.desk.api.conftest import url
 from tests.desk.api.test_state_stored import validated
 from tests.factories import chat, supervisor
-from tickets.models import PinnedState, Ticket, TicketClass
+from tickets.models import PinnedState, StateAction, StateActionKey, Ticket, TicketClass
 from tickets.served_state import served_columns
 from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
@@ -84,10 +86,20 @@ def long_state(standard_class: TicketClass) -> Ticket:
         )
     items.add_action(ActionItem(id="", tool="issue_refund", item="lamp", amount_cents=400, at_turn=3))
     pinned.version += 1
-    pinned.data = {k: v for k, v in json.loads(items.model_dump_json()).items() if not k.endswith("_total")}
+    pinned.data = items_to_data(items)
+    pinned.action_count, pinned.action_figures = items.action_count, items.figures.as_json()
     for column, value in served_columns(agent_document(pinned, items)).items():
         setattr(pinned, column, value)
     pinned.save()
+    for action in items.actions_taken:
+        stored = action.model_dump(mode="json")
+        served, served_model = action_texts(stored)
+        number = int(action.id[1:])
+        StateAction.objects.create(
+            state=pinned, number=number, data=stored, served=served, served_model=served_model
+        )
+        for key in action_keys(action.item, action.args):
+            StateActionKey.objects.create(state=pinned, number=number, key=key)
     return ticket
 
 
@@ -136,7 +148,7 @@ def test_writes_on_a_long_state_validate_the_state_once_and_the_items_they_chang
     # The state these writes left validates whole, and is what is stored to be served.
     pinned = PinnedState.objects.select_related("ticket__ticket_class").get(ticket=ticket)
     assert pinned.version == version + 5
-    items = StateItems.load(pinned.data, tools=ticket.ticket_class.tool_catalog)
+    items = pinned.items
     assert len(items.actions_taken) == ACTIONS + 2
     assert items.find_action(f"A{ACTIONS + 2}").status == "succeeded"
     assert items.find_action(f"A{ACTIONS}").reversed
