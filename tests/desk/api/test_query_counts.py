@@ -112,7 +112,8 @@ TURN_POST_QUERIES = 1 + (1 if ON_POSTGRESQL else 2 + TRANSACTION)
 # action: the state locked with the key's first answer, the actions it can touch (tickets.state_actions), then
 # the action's row, its item key, the state, the audit row, the ticket's figures and the key's answer.
 ACTION_POST_QUERIES = 2 + (1 if ON_POSTGRESQL else 6) + TRANSACTION
-STATE_POST_QUERIES = 3 + (1 if ON_POSTGRESQL else 3) + TRANSACTION
+# state: the ticket, the state locked, its open intents, the write, then the actions' texts for the answer.
+STATE_POST_QUERIES = 4 + (1 if ON_POSTGRESQL else 3) + TRANSACTION
 # intent: an action's. settle: the state row locked (and only it) with its ticket and class, found by the
 # ticket's id (no read of the ticket before it), the action and the open intents, then the action's row, the
 # state, the audit row and the ticket's open-intent figures (one statement on PostgreSQL, four elsewhere).
