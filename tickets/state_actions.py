@@ -20,6 +20,10 @@ _ACTIONS = StateAction._meta.db_table
 _KEYS = StateActionKey._meta.db_table
 
 
+def _marks(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
 def action_number(action_id: str) -> int | None:
     """The number of an action id as the desk writes them (A1, A2, ...), else None."""
     digits = action_id[1:]
@@ -33,25 +37,27 @@ def touched_actions(
 ) -> list[tuple[int, int, str]]:
     """(row id, number, stored JSON text) of the state's actions a write can touch, in order: those with one of
     `keys` or the whole order's key (None: every action), the open intents, and those numbered."""
-    where = ["a.open_intent"]
-    params: list[object] = [pinned.pk]
-    if numbers:
-        where.append(f"a.number IN ({', '.join(['%s'] * len(numbers))})")
-        params.extend(numbers)
+    state = pinned.pk
     if keys is None:
-        where = ["TRUE"]
-        params = [pinned.pk]
-    elif keys:
-        wanted = sorted({*keys, *WHOLE_ORDER_KEYS})
-        where.append(
-            f"a.number IN (SELECT k.number FROM {_KEYS} k WHERE k.state_id = %s "
-            f"AND k.key IN ({', '.join(['%s'] * len(wanted))}))"
+        sql = f"SELECT a.id, a.number, a.data FROM {_ACTIONS} a WHERE a.state_id = %s ORDER BY a.number"
+        params: list[object] = [state]
+    else:
+        # Each part found by its own index (an OR of them would read every action of the state).
+        parts = [f"SELECT o.number FROM {_ACTIONS} o WHERE o.state_id = %s AND o.open_intent"]
+        params = [state, state]
+        if keys:
+            wanted = sorted({*keys, *WHOLE_ORDER_KEYS})
+            parts.append(
+                f"SELECT k.number FROM {_KEYS} k WHERE k.state_id = %s AND k.key IN ({_marks(len(wanted))})"
+            )
+            params += [state, *wanted]
+        if numbers:
+            parts += ["SELECT %s"] * len(numbers)
+            params += list(numbers)
+        sql = (
+            f"SELECT a.id, a.number, a.data FROM {_ACTIONS} a WHERE a.state_id = %s "
+            f"AND a.number IN ({' UNION '.join(parts)}) ORDER BY a.number"
         )
-        params.extend([pinned.pk, *wanted])
-    sql = (
-        f"SELECT a.id, a.number, a.data FROM {_ACTIONS} a WHERE a.state_id = %s AND ({' OR '.join(where)}) "
-        "ORDER BY a.number"
-    )
     with connections[pinned._state.db or "default"].cursor() as cursor:
         cursor.execute(sql, params)
         # Django has PostgreSQL hand jsonb over as text (JSONField parses it); a driver that parses it anyway
