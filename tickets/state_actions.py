@@ -40,7 +40,7 @@ def touched_actions(
     state = pinned.pk
     if keys is None:
         sql = f"SELECT a.id, a.number, a.data FROM {_ACTIONS} a WHERE a.state_id = %s ORDER BY a.number"
-        params: list[object] = [state]
+        params: list[int | str] = [state]
     else:
         # Each part found by its own index (an OR of them would read every action of the state).
         parts = [f"SELECT o.number FROM {_ACTIONS} o WHERE o.state_id = %s AND o.open_intent"]
