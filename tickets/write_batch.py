@@ -13,6 +13,7 @@ Model signals are not sent for the rows written here (none of these models has a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +69,14 @@ def _shape(
     return tuple(shape), params
 
 
+def _comparable(params: Any) -> list[Any]:
+    """Parameters as values: a JSON adapter (psycopg's Jsonb, equal only to itself) as its JSON text."""
+    return [
+        json.dumps(param.obj, sort_keys=True) if type(param).__name__ == "Jsonb" else param
+        for param in params
+    ]
+
+
 class WriteBatch:
     """Collect `update`s and `insert`s, then `run` them: one statement on PostgreSQL."""
 
@@ -113,7 +122,9 @@ class WriteBatch:
         if sql is None:
             self.update(queryset, **values)
             compiled, compiled_params = self._parts[-1]
-            if list(compiled_params) == params:  # what the shape gives is what Django sends: reuse it
+            if _comparable(compiled_params) == _comparable(
+                params
+            ):  # what the shape gives is what Django sends
                 _UPDATE_SQL[key] = compiled
             return
         self._plain.append(lambda: queryset.update(**values))
