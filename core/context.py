@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from core.state_text import dumps
 from core.tokens import REPLY_PRIMING_TOKENS, RequestSize, compact_json, state_message, turn_text
@@ -22,8 +22,10 @@ def summary_message(summary: dict[str, Any]) -> str:
     return SUMMARY_PREFIX + compact_json(summary)
 
 
-@dataclass(frozen=True)
-class TurnView:
+class TurnView(NamedTuple):
+    """A turn as the context shows it. A tuple, not a dataclass: one is made for every turn of every context
+    read, and a frozen dataclass's __init__ cost 1.7 us a turn against 0.2."""
+
     number: int
     role: str
     content: str
@@ -34,15 +36,16 @@ class TurnView:
     tokens: int
 
     def as_json(self) -> dict[str, Any]:
+        number, role, content, tool, args, tool_call_id, boundary, tokens = self
         return {
-            "number": self.number,
-            "role": self.role,
-            "content": self.content,
-            "tool": self.tool,
-            "args": self.args,
-            "tool_call_id": self.tool_call_id,
-            "boundary": self.boundary,
-            "tokens": self.tokens,
+            "number": number,
+            "role": role,
+            "content": content,
+            "tool": tool,
+            "args": args,
+            "tool_call_id": tool_call_id,
+            "boundary": boundary,
+            "tokens": tokens,
         }
 
 
