@@ -10,6 +10,7 @@ from decimal import Decimal
 from functools import cache
 from typing import Any, Protocol
 
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import JSONField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import JSONObject
 
@@ -29,6 +30,7 @@ from tickets.models import (
     Turn,
     served_action_texts,
 )
+from tickets.served_state import ACTION_TEXTS
 
 
 @dataclass(frozen=True)
@@ -331,20 +333,31 @@ def _assembled(
 # The agent's context read as plain rows (desk.api.fast_reads): context_tickets()'s columns, the state's served
 # texts and the two events, with no model built; then the turns as rows. Only a state whose served texts are
 # current is answered so (else None: the caller takes assemble_context's way).
-_CONTEXT_ROW_FIELDS = ("pk", *_CONTEXT_COLUMNS, "served_model_actions", "active_event", "pending_event")
+_CONTEXT_ROW_FIELDS = (
+    "pk",
+    *_CONTEXT_COLUMNS,
+    "pinned_state__id",
+    "served_model_actions",
+    "active_event",
+    "pending_event",
+)
 
 
-def context_rows(ticket_id: str) -> QuerySet[Ticket, tuple[Any, ...]]:
-    """The context's row of the ticket as the ORM reads it (CONTEXT_ROW compiles it once)."""
+def context_rows(
+    ticket_id: str, held_state: int = 0, held_version: int = 0
+) -> QuerySet[Ticket, tuple[Any, ...]]:
+    """The context's row of the ticket as the ORM reads it (CONTEXT_ROW compiles it once). The actions' texts are
+    joined unless this process holds them for the state and version given (tickets.served_state.ACTION_TEXTS)."""
+    held = ("pinned_state__version", held_state, held_version)
     return (
         with_active_summary(Ticket.objects.order_by())
-        .annotate(**_MODEL_ACTION_TEXTS)
+        .annotate(**served_action_texts("pinned_state__pk", model=True, unless=held))
         .filter(ticket_id=ticket_id)
         .values_list(*_CONTEXT_ROW_FIELDS)
     )
 
 
-CONTEXT_ROW: CompiledRead[Any] = CompiledRead(lambda ticket_id: context_rows(ticket_id)[:2], str)
+CONTEXT_ROW: CompiledRead[Any] = CompiledRead(lambda t, s, v: context_rows(t, s, v)[:2], str, int, int)
 
 
 @dataclass(frozen=True)
@@ -358,18 +371,20 @@ class _Events:
 def served_context(ticket_id: str) -> tuple[int, AssembledContext] | None:
     """The ticket's class id and its context with the state as its served text, from plain rows (two
     queries); None for no such ticket or no served text of its state's version."""
-    rows = CONTEXT_ROW.rows(ticket_id)
+    key = (DEFAULT_DB_ALIAS, ticket_id, True)
+    rows = CONTEXT_ROW.rows(ticket_id, *ACTION_TEXTS.held(key))
     if len(rows) != 1:
         return None
     (pk, tid, order, seller_type, class_id, prompt, prompt_tokens, budget, share, version, state_tokens,
-     served_version, *lists, tail, model_actions, active_event, pending_event) = rows[0]  # fmt: skip
+     served_version, *lists, tail, state_pk, joined, active_event, pending_event) = rows[0]  # fmt: skip
+    model_actions = ACTION_TEXTS.resolve(key, state_pk, version, joined)
     state = stored_document(
         ticket=tid,
         order=order,
         seller_type=seller_type,
         version=version,
         served_version=served_version,
-        lists={**dict(zip(_MODEL_LISTS, lists, strict=True)), MODEL_ACTIONS: model_actions or ""},
+        lists={**dict(zip(_MODEL_LISTS, lists, strict=True)), MODEL_ACTIONS: model_actions},
         tail=tail,
         model=True,
     )

@@ -193,11 +193,14 @@ TEMPLATES = [
 # DATABASE_CONN_HEALTH_CHECKS=1 where idle connections are cut by something between (README, "Configuration").
 # DATABASE_POOL=1 uses the pool instead (psycopg_pool: pip install 'psycopg-pool==3.3.3').
 DATABASE_POOL = env_bool("DATABASE_POOL", False)
-# The agent's hottest reads (state, context) on PostgreSQL bind their parameters on the server, so psycopg
-# prepares them on each connection and the database plans them once (tickets.compiled_reads.read_cursor). Off
-# (DATABASE_PREPARED_READS=0) behind a pooler in transaction mode that does not keep prepared statements
+# The agent's hot statements (its reads, an action's and a settle's writes) on PostgreSQL bind their parameters on
+# the server, so psycopg prepares them on each connection and the database plans them once (tickets.prepared).
+# Off (DATABASE_PREPARED_STATEMENTS=0) behind a pooler in transaction mode that does not keep prepared statements
 # (PgBouncer before 1.21, or without max_prepared_statements).
-DATABASE_PREPARED_READS = env_bool("DATABASE_PREPARED_READS", True)
+DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
+# Per worker: the characters of the actions' served texts kept for the states it served last (the state and
+# context reads then join a state's actions again only when its version changed; tickets.served_state).
+SUNDRY_ACTION_TEXT_CACHE_CHARS = env_int("SUNDRY_ACTION_TEXT_CACHE_CHARS", 8_000_000)
 DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'sundry.sqlite3'}"),
@@ -213,9 +216,9 @@ if DATABASE_POOL:
         "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1),
         "max_size": env_int("DATABASE_POOL_MAX_SIZE", 4),
     }
-if DATABASE_PREPARED_READS and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+if DATABASE_PREPARED_STATEMENTS and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Django turns psycopg's prepared statements off; its own cursors bind on the client and never prepare, so
-    # this reaches only the reads that bind on the server (tickets.compiled_reads.read_cursor).
+    # this reaches only the statements that bind on the server (tickets.prepared).
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(exist_ok=True)

@@ -20,35 +20,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.postgresql.base import ServerBindingCursor
-from django.db.backends.utils import CursorWrapper
 from django.db.models import Model, QuerySet
 from django.db.models.sql.compiler import SQLCompiler
 from psycopg.sql import Literal
+
+from tickets.prepared import PreparingConnection, prepared_cursor
 
 # Values no caller passes: text no ticket id can hold; integers inside every integer column's range (Django
 # drops a lookup whose value is out of its column's range) and far past any key or turn number.
 _TEXT_PLACEHOLDER = "\uffff\ufffecompiled-read-{}\ufffe\uffff"
 _INT_PLACEHOLDER = 2_147_483_000
-
-
-def read_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
-    """A cursor for the hottest reads. On PostgreSQL (unless DATABASE_PREPARED_READS=0) one that binds its
-    parameters on the server, so that psycopg prepares a statement run often on a connection (past its
-    prepare_threshold, 5 runs): the database parses and plans the agent's reads once per connection instead of
-    on every request (the context's ticket read spent a third of its time being planned). Django's own cursors
-    bind on the client, which a pooler in transaction mode needs: such a deployment turns this off. Elsewhere,
-    Django's cursor. Either way wrapped as Django wraps its own (queries logged and counted, errors mapped)."""
-    if connection.vendor != "postgresql" or not settings.DATABASE_PREPARED_READS:
-        return connection.cursor()
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    with connection.wrap_database_errors:
-        return connection._prepare_cursor(ServerBindingCursor(connection.connection))  # type: ignore[no-any-return]
 
 
 def _placeholder(kind: type, index: int) -> object:
@@ -158,7 +141,8 @@ class CompiledRead[M: Model]:
         # A compiler of this call's own, on this thread's connection, answering with the compiled SQL.
         compiler = SQLCompiler.__new__(type(compiled.compiler))
         compiler.__dict__.update(compiled.compiler.__dict__)
-        connection = compiler.connection = connections[using]
+        connection = connections[using]
+        compiler.connection = PreparingConnection(connection)  # type: ignore[assignment]
         sql, bound = compiled.sql, tuple(params)
         compiler.as_sql = lambda *args, **kwargs: (sql, bound)  # type: ignore[method-assign]
         # The row converters depend on the selected columns and the connection only: found once per connection
@@ -196,7 +180,7 @@ class CompiledRead[M: Model]:
             plain = self._plain[using] = _with_literals(compiled, connections[using])
         sql, kept = plain
         params = [given[i] for i in kept]
-        with read_cursor(connections[using]) as cursor:
+        with prepared_cursor(connections[using]) as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()
 

@@ -523,20 +523,28 @@ class JoinedActionTexts(models.Func):
     """SQL: one of a state's actions' served texts (`served` or `served_model`), joined with commas in their
     order, NULL for none; `state` names the state's primary key in the query it is part of. PostgreSQL orders
     the aggregate itself; SQLite (before 3.44, which has no ORDER BY in an aggregate) joins an ordered subquery,
-    whose order its group_concat keeps."""
+    whose order its group_concat keeps.
+
+    With `unless` (the state's version column, and the state and version the reader already holds the texts of),
+    they are joined only when the row is another state or of another version: then "" for none, and NULL when
+    the reader's copy is current (tickets.served_state.ActionTextCache)."""
 
     output_field = TextField()
 
-    def __init__(self, state: str, column: str) -> None:
+    def __init__(self, state: str, column: str, unless: tuple[str, int, int] | None = None) -> None:
         if column not in ("served", "served_model"):
             raise ValueError(f"no served text {column!r}")
-        super().__init__(F(state))
+        sources: list[Any] = [F(state)]
+        if unless is not None:
+            sources += [F(unless[0]), Value(unless[1]), Value(unless[2])]
+        super().__init__(*sources)
         self.column = column
 
     def as_sql(  # type: ignore[override]
         self, compiler: Any, connection: Any, **extra: Any
     ) -> tuple[str, list[Any]]:
-        state, params = compiler.compile(self.source_expressions[0])
+        compiled = [compiler.compile(source) for source in self.source_expressions]
+        state = compiled[0][0]
         table, column = connection.ops.quote_name(StateAction._meta.db_table), self.column
         if connection.vendor == "postgresql":
             sql = f"(SELECT string_agg(r.{column}, ',' ORDER BY r.number) FROM {table} r WHERE r.state_id = {state})"
@@ -545,17 +553,27 @@ class JoinedActionTexts(models.Func):
                 f"(SELECT group_concat(t, ',') FROM (SELECT r.{column} AS t FROM {table} r "
                 f"WHERE r.state_id = {state} ORDER BY r.number))"
             )
-        return sql, list(params)
+        params = list(compiled[0][1])
+        if len(compiled) == 4:
+            (version, version_params), (held_state, state_params), (held, held_params) = compiled[1:]
+            sql = (
+                f"(CASE WHEN {state} = {held_state} AND {version} = {held} THEN NULL "
+                f"ELSE COALESCE({sql}, '') END)"
+            )
+            params = [*params, *state_params, *version_params, *held_params, *params]
+        return sql, params
 
 
-def served_action_texts(state: str = "pk", *, model: bool | None = None) -> dict[str, JoinedActionTexts]:
+def served_action_texts(
+    state: str = "pk", *, model: bool | None = None, unless: tuple[str, int, int] | None = None
+) -> dict[str, JoinedActionTexts]:
     """Annotations of a read: the state's actions' served texts joined with commas in order (NULL for none), as
     the agent reads them (`served_actions`) and as the model does (`served_model_actions`); `model` True or
-    False for one of them. `state` names the state's primary key in the query."""
+    False for one of them. `state` names the state's primary key in the query; `unless`, see JoinedActionTexts."""
     columns = {"served_actions": "served", "served_model_actions": "served_model"}
     if model is not None:
         columns = {k: v for k, v in columns.items() if (k == "served_model_actions") == model}
-    return {name: JoinedActionTexts(state, column) for name, column in columns.items()}
+    return {name: JoinedActionTexts(state, column, unless) for name, column in columns.items()}
 
 
 def stored_state_flags() -> dict[str, Any]:

@@ -9,8 +9,10 @@ PostgreSQL and SQLite spell the edits; elsewhere the caller writes the texts in 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Literal
 
+from django.conf import settings
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Func, IntegerField, TextField
 from django.db.models.sql.compiler import SQLCompiler
@@ -107,3 +109,53 @@ class TailTotal(Func):
         else:
             total = f"CAST(json_extract('{{' || {tail} || '}}', '$.{self.name}') AS integer)"
         return f"(CASE WHEN {served} = {version} AND {tail} IS NOT NULL THEN {total} END)", []
+
+
+class ActionTextCache:
+    """The joined served texts of the actions of the states this process served last, by ticket, with the version
+    they are of: a read passes the version it holds (`held`), and the database joins the texts again only for a
+    state of another version (JoinedActionTexts' `unless`). A state's actions change only with its version, so a
+    copy of the same version is the same text. Bounded by the characters it keeps (least recently used out)."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self._entries: OrderedDict[tuple[str, str, bool], tuple[int, int, str]] = OrderedDict()
+        self._chars = 0
+
+    def held(self, key: tuple[str, str, bool]) -> tuple[int, int]:
+        """The state and version this process holds the texts of for the key (database alias, ticket id, the
+        model's texts or the agent's), or (0, 0): no state nor version is 0."""
+        found = self._entries.get(key)
+        return (0, 0) if found is None else (found[0], found[1])
+
+    def resolve(self, key: tuple[str, str, bool], state: int, version: int, joined: str | None) -> str:
+        """The texts of the state at `version`: as the read joined them (kept), or, when it did not (NULL: the
+        copy held is current), the copy."""
+        if joined is None:
+            found = self._entries.get(key)
+            if found is None or found[:2] != (state, version):
+                raise LookupError(f"no texts of state {state} v{version} held for {key}")
+            self._entries.move_to_end(key)
+            return found[2]
+        self._put(key, (state, version, joined))
+        return joined
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._chars = 0
+
+    def _put(self, key: tuple[str, str, bool], entry: tuple[int, int, str]) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._chars -= len(old[2])
+        if len(entry[2]) > self.max_chars:
+            return
+        self._entries[key] = entry
+        self._chars += len(entry[2])
+        while self._chars > self.max_chars:
+            _, dropped = self._entries.popitem(last=False)
+            self._chars -= len(dropped[2])
+
+
+# This process's copy, shared by the state and context reads (a sync worker serves one request at a time).
+ACTION_TEXTS = ActionTextCache(max_chars=settings.SUNDRY_ACTION_TEXT_CACHE_CHARS)

@@ -15,6 +15,7 @@ from django.db import connections
 from core.identity import WHOLE_ORDER_KEYS
 from core.state import ActionItem, StateItems
 from tickets.models import PinnedState, StateAction, StateActionKey
+from tickets.prepared import prepared_cursor
 
 _ACTIONS = StateAction._meta.db_table
 _KEYS = StateActionKey._meta.db_table
@@ -58,7 +59,7 @@ def touched_actions(
             f"SELECT a.id, a.number, a.data FROM {_ACTIONS} a WHERE a.state_id = %s "
             f"AND a.number IN ({' UNION '.join(parts)}) ORDER BY a.number"
         )
-    with connections[pinned._state.db or "default"].cursor() as cursor:
+    with prepared_cursor(connections[pinned._state.db or "default"]) as cursor:
         cursor.execute(sql, params)
         # Django has PostgreSQL hand jsonb over as text (JSONField parses it); a driver that parses it anyway
         # gets it written back.

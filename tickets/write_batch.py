@@ -21,6 +21,9 @@ from django.db import connections
 from django.db.models import F, Model, QuerySet, Value
 from django.db.models.expressions import CombinedExpression
 from django.db.models.sql import InsertQuery, UpdateQuery
+from psycopg.types.json import Jsonb
+
+from tickets.prepared import prepared_cursor
 
 # A model's single-row INSERT of plain values, as Django compiled it the first time (per model and database).
 _INSERT_SQL: dict[tuple[str, str], str] = {}
@@ -71,10 +74,7 @@ def _shape(
 
 def _comparable(params: Any) -> list[Any]:
     """Parameters as values: a JSON adapter (psycopg's Jsonb, equal only to itself) as its JSON text."""
-    return [
-        json.dumps(param.obj, sort_keys=True) if type(param).__name__ == "Jsonb" else param
-        for param in params
-    ]
+    return [json.dumps(param.obj, sort_keys=True) if isinstance(param, Jsonb) else param for param in params]
 
 
 class WriteBatch:
@@ -169,12 +169,12 @@ class WriteBatch:
             for write in self._plain:
                 write()
         elif len(self._parts) == 1:
-            with connections[self.using].cursor() as cursor:
+            with prepared_cursor(connections[self.using]) as cursor:
                 cursor.execute(*self._parts[0])
         else:
             ctes = ", ".join(f"w{n} AS ({sql})" for n, (sql, _) in enumerate(self._parts))
             params = [p for _, part in self._parts for p in part]
-            with connections[self.using].cursor() as cursor:
+            with prepared_cursor(connections[self.using]) as cursor:
                 cursor.execute(f"WITH {ctes} SELECT 1", params)
         self._parts.clear()
         self._plain.clear()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import QuerySet
 
 from compaction.models import CompactionEvent
@@ -38,6 +39,7 @@ from tickets.models import (
     TicketClass,
     served_action_texts,
 )
+from tickets.served_state import ACTION_TEXTS
 
 
 def check_ticket_id(ticket_id: str) -> None:
@@ -83,6 +85,7 @@ STATE_FIGURES_BY_TICKET_ID = CompiledRead(
 # The state GET: the state's version and served texts (not its items nor its stored document), the ticket's
 # identifiers and class id, in one query whose rows are read as the database gives them.
 _SERVED_STATE_FIELDS = (
+    "pk",
     "version",
     "served_version",
     "served_actions",
@@ -93,14 +96,18 @@ _SERVED_STATE_FIELDS = (
     "ticket__seller_type",
     "ticket__ticket_class_id",
 )
+# The actions' texts are joined only when this process holds none of the row's state and version
+# (tickets.served_state.ACTION_TEXTS): the read's other two values.
 SERVED_STATE_BY_TICKET_ID: CompiledRead[Any] = CompiledRead(
-    lambda ticket_id: (
+    lambda ticket_id, held_state, held_version: (
         PinnedState.objects.order_by()
         .filter(ticket__ticket_id=ticket_id)
-        .annotate(**served_action_texts(model=False))
+        .annotate(**served_action_texts(model=False, unless=("version", held_state, held_version)))
         .values_list(*_SERVED_STATE_FIELDS)[:2]
     ),
     str,
+    int,
+    int,
 )
 
 
@@ -115,17 +122,19 @@ def served_state(ticket_id: str) -> ServedState | None:
     """The state GET's answer, or None for no such ticket. One query."""
     if len(ticket_id) > 64 or not storable_text(ticket_id):
         return None
-    rows = SERVED_STATE_BY_TICKET_ID.rows(ticket_id)
+    key = (DEFAULT_DB_ALIAS, ticket_id, False)
+    rows = SERVED_STATE_BY_TICKET_ID.rows(ticket_id, *ACTION_TEXTS.held(key))
     if len(rows) != 1:
         return None
-    version, served_version, actions, *lists, tail, ticket, order, seller_type, class_id = rows[0]
+    pk, version, served_version, joined, *lists, tail, ticket, order, seller_type, class_id = rows[0]
+    actions = ACTION_TEXTS.resolve(key, pk, version, joined)
     text = stored_document(
         ticket=ticket,
         order=order,
         seller_type=seller_type,
         version=version,
         served_version=served_version,
-        lists={"actions_taken": actions or "", **dict(zip(SERVED_COLUMNS, lists, strict=True))},
+        lists={"actions_taken": actions, **dict(zip(SERVED_COLUMNS, lists, strict=True))},
         tail=tail,
     )
     return ServedState(version=version, ticket_class_id=class_id, text=text)

@@ -59,8 +59,9 @@ def test_every_version_is_served_byte_for_byte_as_drf_renders_the_validated_item
         assert stored.served_version == stored.version, what
 
 
-def test_a_change_writes_its_own_item_only(busy: Ticket) -> None:  # noqa: F811
+def test_a_change_writes_its_own_item_only(busy: Ticket, settings: Any) -> None:  # noqa: F811
     """An action is a row of its own: recording one neither reads back nor writes the earlier ones."""
+    settings.DATABASE_PREPARED_STATEMENTS = False  # bound on the client: the values are in the logged SQL
     record_action(ticket=busy, tool="issue_refund", item="lamp", amount_cents=100, idempotency_key="k1")
     with CaptureQueriesContext(connection) as queries:
         record_action(ticket=busy, tool="issue_refund", item="mug", amount_cents=200, idempotency_key="k2")
