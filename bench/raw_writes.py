@@ -47,16 +47,14 @@ from psycopg.types.json import Jsonb
 from core.identity import (
     WHOLE_ORDER_KEYS,
     ToolCatalog,
-    action_items,
     action_keys,
-    guard_effect,
     has_words,
-    normalize_name,
 )
 from core.state import (
     MONEY_TOTALS,
     ActionFigures,
     ActionItem,
+    StateItems,
     TextItem,
     agent_item,
     state_document,
@@ -64,6 +62,7 @@ from core.state import (
 )
 from core.state_text import action_texts, item_text, tail_text
 from core.tokens import REPLY_PRIMING_TOKENS, state_frame_tokens, state_item_tokens
+from tickets.action_rows_sql import action_number, touched_sql
 from tickets.fingerprints import request_fingerprint
 
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -179,36 +178,10 @@ def _batch(cur: psycopg.Cursor[Any], parts: list[tuple[str, list[Any]]]) -> None
 def _touched(
     cur: psycopg.Cursor[Any], state_pk: int, *, keys: list[str] | None, numbers: tuple[int, ...] = ()
 ) -> list[tuple[int, dict[str, Any]]]:
-    """(row id, stored action) of the actions a write can touch, in order: tickets/state_actions.py's SQL."""
-    where = ["a.open_intent"]
-    params: list[Any] = [state_pk]
-    if numbers:
-        where.append(f"a.number IN ({', '.join(['%s'] * len(numbers))})")
-        params.extend(numbers)
-    if keys is None:
-        where = ["TRUE"]
-        params = [state_pk]
-    elif keys:
-        wanted = sorted({*keys, *WHOLE_ORDER_KEYS})
-        where.append(
-            "a.number IN (SELECT k.number FROM tickets_stateactionkey k WHERE k.state_id = %s "
-            f"AND k.key IN ({', '.join(['%s'] * len(wanted))}))"
-        )
-        params.extend([state_pk, *wanted])
-    cur.execute(
-        f"SELECT a.id, a.number, a.data FROM tickets_stateaction a WHERE a.state_id = %s AND "
-        f"({' OR '.join(where)}) ORDER BY a.number",
-        params,
-    )
+    """(row id, stored action) of the actions a write can touch, in order: the desk's own statement
+    (tickets.action_rows_sql)."""
+    cur.execute(*touched_sql(state_pk, keys=keys, numbers=numbers))
     return [(pk, _stored(data)) for pk, _, data in cur.fetchall()]
-
-
-def action_number(action_id: str) -> int | None:
-    """The number of an action id as the desk writes them (A1, A2, ...), else None."""
-    digits = action_id[1:]
-    if action_id[:1] != "A" or not digits.isascii() or not digits.isdigit() or len(digits) > 9:
-        return None
-    return int(digits) if digits == str(int(digits)) else None
 
 
 class _Locked:
@@ -391,28 +364,13 @@ def turn(cur: psycopg.Cursor[Any], ticket_id: str, user_id: int, body: dict[str,
 def _earlier_irreversible(
     actions: list[dict[str, Any]], tools: ToolCatalog, *, tool: str, item: str, args: dict[str, Any] | None
 ) -> dict[str, Any] | None:
-    """The desk's repeat guard (core.state.StateItems.earlier_irreversible) over stored actions."""
-    effect = tools.money_effect(tool)
-    items = action_items(item, args)
-    name = normalize_name(tool)
-    for action in actions:
-        holds = action["status"] != "failed" and not action["reversed"]
-        if not holds or not (not action["reversible"] or tools.is_irreversible(action["tool"])):
-            continue
-        earlier_effect = tools.money_effect(action["tool"])
-        earlier_items = action_items(action["item"], action["args"])
-        if effect is not None:
-            if earlier_effect is None or guard_effect(earlier_effect) != guard_effect(effect):
-                continue
-            if not items or not earlier_items or items & earlier_items:
-                return action
-        elif (
-            earlier_effect is None
-            and normalize_name(action["tool"]) == name
-            and (items == earlier_items or items & earlier_items)
-        ):
-            return action
-    return None
+    """The desk's repeat guard (core.state.StateItems.earlier_irreversible) over the touched actions, validated
+    as the desk validates them."""
+    touched = StateItems.load_partial(
+        {}, tools=tools, actions=[ActionItem.model_validate(a) for a in actions], action_count=0, figures={}
+    )
+    earlier = touched.earlier_irreversible(tool=tool, item=item, args=args)
+    return None if earlier is None else next(a for a in actions if a["id"] == earlier.id)
 
 
 def action(

@@ -17,6 +17,7 @@ from compaction.models import CompactionEvent, CompactionReview
 from core.state import agent_item
 from core.vocabulary import ActorKind, StateOp, values
 from ledger.models import LedgerResolution, Outcome, Reconciliation
+from tickets.action_rows_sql import action_number
 from tickets.models import (
     Handoff,
     RefusedAttempt,
@@ -26,7 +27,6 @@ from tickets.models import (
     TicketStatusChange,
     Turn,
 )
-from tickets.state_actions import action_number
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200

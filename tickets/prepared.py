@@ -31,7 +31,9 @@ def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     with connection.wrap_database_errors:
-        return connection._prepare_cursor(ServerBindingCursor(connection.connection))  # type: ignore[no-any-return]
+        # (django-stubs declare the cursor class without its connection argument.)
+        cursor = ServerBindingCursor(connection.connection)  # type: ignore[call-arg]
+        return connection._prepare_cursor(cursor)  # type: ignore[attr-defined,no-any-return]
 
 
 class PreparingConnection:

@@ -2,8 +2,8 @@
 without the others: those that may hold the same item as the new action (they share one of its item keys, or
 name no item), the open intents (the ticket's oldest one is kept on the ticket) and any named by number.
 
-Plain SQL on purpose: the query runs on every action and settle with a list of keys of varying length, and
-Django would build and compile it anew each time. Portable (PostgreSQL and SQLite); values are parameters.
+Plain SQL on purpose (tickets.action_rows_sql): the query runs on every action and settle with a list of keys of
+varying length, and Django would build and compile it anew each time.
 """
 
 from __future__ import annotations
@@ -12,53 +12,19 @@ import json
 
 from django.db import connections
 
-from core.identity import WHOLE_ORDER_KEYS
 from core.state import ActionItem, StateItems
-from tickets.models import PinnedState, StateAction, StateActionKey
+from tickets.action_rows_sql import touched_sql
+from tickets.models import PinnedState
 from tickets.prepared import prepared_cursor
-
-_ACTIONS = StateAction._meta.db_table
-_KEYS = StateActionKey._meta.db_table
-
-
-def _marks(count: int) -> str:
-    return ", ".join(["%s"] * count)
-
-
-def action_number(action_id: str) -> int | None:
-    """The number of an action id as the desk writes them (A1, A2, ...), else None."""
-    digits = action_id[1:]
-    if action_id[:1] != "A" or not digits.isascii() or not digits.isdigit() or len(digits) > 9:
-        return None
-    return int(digits) if digits == str(int(digits)) else None
 
 
 def touched_actions(
     pinned: PinnedState, *, keys: list[str] | None, numbers: tuple[int, ...] = ()
 ) -> list[tuple[int, int, str]]:
     """(row id, number, stored JSON text) of the state's actions a write can touch, in order: those with one of
-    `keys` or the whole order's key (None: every action), the open intents, and those numbered."""
-    state = pinned.pk
-    if keys is None:
-        sql = f"SELECT a.id, a.number, a.data FROM {_ACTIONS} a WHERE a.state_id = %s ORDER BY a.number"
-        params: list[int | str] = [state]
-    else:
-        # Each part found by its own index (an OR of them would read every action of the state).
-        parts = [f"SELECT o.number FROM {_ACTIONS} o WHERE o.state_id = %s AND o.open_intent"]
-        params = [state, state]
-        if keys:
-            wanted = sorted({*keys, *WHOLE_ORDER_KEYS})
-            parts.append(
-                f"SELECT k.number FROM {_KEYS} k WHERE k.state_id = %s AND k.key IN ({_marks(len(wanted))})"
-            )
-            params += [state, *wanted]
-        if numbers:
-            parts += ["SELECT %s"] * len(numbers)
-            params += list(numbers)
-        sql = (
-            f"SELECT a.id, a.number, a.data FROM {_ACTIONS} a WHERE a.state_id = %s "
-            f"AND a.number IN ({' UNION '.join(parts)}) ORDER BY a.number"
-        )
+    `keys` or the whole order's key (None: every action), the open intents, and those numbered
+    (tickets.action_rows_sql)."""
+    sql, params = touched_sql(pinned.pk, keys=keys, numbers=numbers)
     with prepared_cursor(connections[pinned._state.db or "default"]) as cursor:
         cursor.execute(sql, params)
         # Django has PostgreSQL hand jsonb over as text (JSONField parses it); a driver that parses it anyway

@@ -14,13 +14,14 @@ from core.identity import action_keys
 from core.state import ActionFigures, ActionItem
 from core.state_text import action_texts
 from tests.factories import chat
+from tickets.action_rows_sql import ACTIONS_TABLE, KEYS_TABLE, action_number
 from tickets.errors import RepeatRefused
 from tickets.models import PinnedState, StateAction, StateActionKey, Ticket, TicketClass
 from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
 from tickets.services.lifecycle import open_ticket
 from tickets.services.state_changes import correct_state
-from tickets.state_actions import action_number, touched_actions
+from tickets.state_actions import touched_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -198,3 +199,7 @@ def test_a_refused_repeat_is_kept_without_writing_a_row(ticket: Ticket) -> None:
         )
     assert StateAction.objects.filter(state__ticket=ticket).count() == 1
     assert whole_state(ticket).action_count == 1
+
+
+def test_the_plain_statement_names_the_models_tables() -> None:
+    assert (StateAction._meta.db_table, StateActionKey._meta.db_table) == (ACTIONS_TABLE, KEYS_TABLE)

@@ -25,6 +25,7 @@ from core.state import MONEY_TOTALS, ActionFigures, ActionItem, StateItems, agen
 from core.vocabulary import ActionStatus, ActorKind, StateOp
 from notify import events as notify_events
 from tickets import telemetry
+from tickets.action_rows_sql import action_number
 from tickets.compiled_reads import CompiledRead
 from tickets.errors import (
     ActionAlreadySettled,
@@ -49,7 +50,7 @@ from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import advisory_key_sql, hold_order, key_in_flight
 from tickets.services.refused_flag import ticket_refused_mark
 from tickets.services.state_changes import change_pinned_state, check_source, check_turn
-from tickets.state_actions import action_number, keep_touched_items
+from tickets.state_actions import keep_touched_items
 from tickets.write_batch import WriteBatch
 
 

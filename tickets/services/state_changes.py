@@ -32,6 +32,7 @@ from core.state_text import action_texts, item_text, tail_text
 from core.tokens import RequestSize, state_frame_tokens, state_item_tokens
 from core.vocabulary import AGENT_STATE_OPS, CORRECTION_OPS, StateOp
 from tickets import json_edits, served_state
+from tickets.action_rows_sql import action_number
 from tickets.errors import StaleVersion
 from tickets.fingerprints import request_fingerprint
 from tickets.models import (
@@ -47,7 +48,7 @@ from tickets.models import (
 )
 from tickets.services.actors import SYSTEM, Actor
 from tickets.services.idempotency import StoredAnswer, answer_record, hold_key, scoped_key, stored_answer
-from tickets.state_actions import action_number, keep_touched_items
+from tickets.state_actions import keep_touched_items
 from tickets.write_batch import WriteBatch
 
 
