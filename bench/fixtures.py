@@ -91,12 +91,14 @@ def _clone_ticket(source: Ticket, ticket_id: str) -> Ticket:
         model._default_manager.bulk_create(rows)  # type: ignore[union-attr]
     # The state's actions and their keys point at the state, not the ticket.
     source_state, copy_state = (PinnedState.objects.get(ticket=t) for t in (source, copy))
-    for action_model in (StateAction, StateActionKey):
-        copies = list(action_model.objects.filter(state=source_state))
-        for row in copies:
-            row.pk = None
-            row.state = copy_state
-        action_model.objects.bulk_create(copies, batch_size=1000)
+    actions = list(StateAction.objects.filter(state=source_state))
+    keys = list(StateActionKey.objects.filter(state=source_state))
+    for action in actions:
+        action.pk, action.state = None, copy_state
+    for key in keys:
+        key.pk, key.state = None, copy_state
+    StateAction.objects.bulk_create(actions, batch_size=1000)
+    StateActionKey.objects.bulk_create(keys, batch_size=1000)
     return copy
 
 

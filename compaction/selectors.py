@@ -378,6 +378,8 @@ def served_context(ticket_id: str) -> tuple[int, AssembledContext] | None:
     (pk, tid, order, seller_type, class_id, prompt, prompt_tokens, budget, share, version, state_tokens,
      served_version, *lists, tail, state_pk, joined, active_event, pending_event) = rows[0]  # fmt: skip
     model_actions = ACTION_TEXTS.resolve(key, state_pk, version, joined)
+    if model_actions is None:  # the copy the read relied on went meanwhile: the caller builds the context
+        return None
     state = stored_document(
         ticket=tid,
         order=order,

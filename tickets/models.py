@@ -446,11 +446,6 @@ class PinnedState(models.Model):
         )
 
 
-class StateActionQuerySet(models.QuerySet["StateAction"]):
-    def in_order(self) -> StateActionQuerySet:
-        return self.order_by("number")
-
-
 class StateAction(models.Model):
     """One action of a ticket's pinned state (A{number}): its stored item and its served texts, written when the
     action is recorded and rewritten when it changes (settled, reversed). A state's actions are rows so that
@@ -468,8 +463,6 @@ class StateAction(models.Model):
     served_model = models.TextField(editable=False)
     # Reserved and not yet settled (nor reversed): the open intents are read by every write of the state.
     open_intent = models.BooleanField(default=False)
-
-    objects = StateActionQuerySet.as_manager()
 
     class Meta:
         ordering = ["state", "number"]

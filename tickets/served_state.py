@@ -128,13 +128,14 @@ class ActionTextCache:
         found = self._entries.get(key)
         return (0, 0) if found is None else (found[0], found[1])
 
-    def resolve(self, key: tuple[str, str, bool], state: int, version: int, joined: str | None) -> str:
+    def resolve(self, key: tuple[str, str, bool], state: int, version: int, joined: str | None) -> str | None:
         """The texts of the state at `version`: as the read joined them (kept), or, when it did not (NULL: the
-        copy held is current), the copy."""
+        copy held is current), the copy; None when that copy went meanwhile (another thread of the process
+        evicted it): the caller reads the state its slower way."""
         if joined is None:
             found = self._entries.get(key)
             if found is None or found[:2] != (state, version):
-                raise LookupError(f"no texts of state {state} v{version} held for {key}")
+                return None
             self._entries.move_to_end(key)
             return found[2]
         self._put(key, (state, version, joined))

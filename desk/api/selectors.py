@@ -128,6 +128,8 @@ def served_state(ticket_id: str) -> ServedState | None:
         return None
     pk, version, served_version, joined, *lists, tail, ticket, order, seller_type, class_id = rows[0]
     actions = ACTION_TEXTS.resolve(key, pk, version, joined)
+    if actions is None:  # the copy the read relied on went meanwhile: DRF's way builds it
+        return ServedState(version=version, ticket_class_id=class_id, text=None)
     text = stored_document(
         ticket=ticket,
         order=order,
