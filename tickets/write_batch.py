@@ -108,26 +108,30 @@ class WriteBatch:
         """`model.objects.filter(pk=pk).update(**values)`, batched. The statement's text is compiled once per
         shape (the same columns, each a plain value, None, an F() plus a number, or one of the desk's edit
         expressions of the same kind) and reused with this call's values: an action's two UPDATEs no longer
-        build and compile an UpdateQuery each."""
-        queryset = model._default_manager.filter(pk=pk)
+        build and compile an UpdateQuery each, nor build the queryset (about 0.35 ms of CPU each) but to compile
+        a shape first or to run elsewhere."""
+
+        def queryset() -> QuerySet[Any]:
+            return model._default_manager.filter(pk=pk)
+
         connection = connections[self.using]
         found = _shape(model, values, connection) if self.one_statement else None
         if found is None:
-            self.update(queryset, **values)
+            self.update(queryset(), **values)
             return
         shape, params = found
         key = (model._meta.label, self.using, shape)
         params.append(model._meta.pk.get_db_prep_value(pk, connection))  # type: ignore[union-attr]
         sql = _UPDATE_SQL.get(key)
         if sql is None:
-            self.update(queryset, **values)
+            self.update(queryset(), **values)
             compiled, compiled_params = self._parts[-1]
             if _comparable(compiled_params) == _comparable(
                 params
             ):  # what the shape gives is what Django sends
                 _UPDATE_SQL[key] = compiled
             return
-        self._plain.append(lambda: queryset.update(**values))
+        self._plain.append(lambda: queryset().update(**values))
         self._parts.append((sql, tuple(params)))
 
     def insert(self, obj: Model) -> None:
