@@ -22,7 +22,6 @@ from core.state import (
     StateItems,
     TextItem,
     agent_item,
-    agent_state,
     items_to_data,
     state_document,
     stored_open_intent,
@@ -61,18 +60,6 @@ def lock_pinned_state(ticket: Ticket) -> PinnedState:
         .defer(*STORED_STATE_COLUMNS)
         .annotate(**stored_state_flags())
         .get(ticket=ticket)
-    )
-
-
-def agent_document(pinned: PinnedState, items: StateItems) -> dict[str, Any]:
-    """The agent-facing state of these items at the row's version, in full."""
-    ticket = pinned.ticket
-    return agent_state(
-        ticket=ticket.ticket_id,
-        order=ticket.order_id,
-        seller_type=ticket.seller_type,
-        version=pinned.version,
-        items=items,
     )
 
 

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from core.errors import InvalidInput
 from core.identity import action_keys
-from core.state import ActionItem, StateItems, TextItem, items_to_data
+from core.state import ActionItem, StateItems, TextItem, agent_state, items_to_data
 from core.state_text import action_texts
 from core.vocabulary import ActorKind
 from tests.desk.api.conftest import url
@@ -26,7 +26,7 @@ from tickets.served_state import served_columns
 from tickets.services.actions import record_action, settle_action
 from tickets.services.actors import Actor
 from tickets.services.lifecycle import open_ticket
-from tickets.services.state_changes import agent_document, change_state, correct_state
+from tickets.services.state_changes import change_state, correct_state
 
 pytestmark = pytest.mark.django_db
 
@@ -88,7 +88,14 @@ def long_state(standard_class: TicketClass) -> Ticket:
     pinned.version += 1
     pinned.data = items_to_data(items)
     pinned.action_count, pinned.action_figures = items.action_count, items.figures.as_json()
-    for column, value in served_columns(agent_document(pinned, items)).items():
+    document = agent_state(
+        ticket=ticket.ticket_id,
+        order=ticket.order_id,
+        seller_type=ticket.seller_type,
+        version=pinned.version,
+        items=items,
+    )
+    for column, value in served_columns(document).items():
         setattr(pinned, column, value)
     pinned.save()
     for action in items.actions_taken:
